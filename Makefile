@@ -1,0 +1,35 @@
+# Two entry points matter: `make run` (gateway on the embedded default) and
+# `make test` (everything the suite needs, then the whole suite).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# Host installs for the end-to-end tests live outside the repository.
+TEST_CACHE ?= $(HOME)/.cache/memory-tencentdb-test
+
+.PHONY: install run test lint format hosts bench
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(VENV)/bin/memory-tencentdb serve
+
+hosts:
+	TEST_CACHE=$(TEST_CACHE) bash scripts/test-hosts.sh
+
+test: install hosts
+	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
+
+bench: install
+	$(PY) bench/run_all.py

@@ -1,0 +1,3 @@
+from memory_tencentdb.cli import main
+
+raise SystemExit(main())

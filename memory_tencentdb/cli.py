@@ -1,0 +1,184 @@
+"""``memory-tencentdb``: run the gateway and look after its data.
+
+    memory-tencentdb serve [--host H] [--port P]   run the gateway (foreground)
+    memory-tencentdb status [--json]               ask a running gateway how it is
+    memory-tencentdb search QUERY [--scope S] [--conversations] [--limit N]
+    memory-tencentdb reindex                       rebuild memory.db from the JSONL files
+
+Configuration comes from the environment (``TDAI_*`` / ``MEMORY_TENCENTDB_*``) and
+``tdai-gateway.yaml``; see the README. A bad setting stops ``serve`` with a message naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+import httpx
+
+from memory_tencentdb.config import ConfigError, load_settings, redacted, tzinfo
+
+
+def _setup_logging(verbose: bool = False) -> None:
+    level = os.environ.get("TDAI_LOG_LEVEL", "DEBUG" if verbose else "INFO").upper()
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for noisy in ("httpx", "httpcore", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    env = dict(os.environ)
+    if getattr(args, "host", None):
+        env["TDAI_GATEWAY_HOST"] = args.host
+    if getattr(args, "port", None):
+        env["TDAI_GATEWAY_PORT"] = str(args.port)
+    return load_settings(env)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from memory_tencentdb.engine import Engine
+    from memory_tencentdb.gateway.app import create_app
+    from memory_tencentdb.gateway.security import log_posture
+
+    settings = _settings(args)
+    log = logging.getLogger("memory_tencentdb.gateway")
+    log.info("data directory: %s", settings.data_dir)
+    if settings.config_file:
+        log.info("config file: %s", settings.config_file)
+    log_posture(settings.server.host, settings.server.api_key, settings.server.cors_origins)
+    engine = Engine(settings)
+    app = create_app(engine)
+    config = uvicorn.Config(
+        app,
+        host=settings.server.host,
+        port=settings.server.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    log.info("listening on http://%s:%d", settings.server.host, settings.server.port)
+    server.run()
+    return 0 if server.started else 1
+
+
+def _client(settings: Any) -> httpx.Client:
+    host = settings.server.host
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1"
+    headers = (
+        {"Authorization": f"Bearer {settings.server.api_key}"} if settings.server.api_key else {}
+    )
+    return httpx.Client(
+        base_url=f"http://{host}:{settings.server.port}", headers=headers, timeout=30
+    )
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    try:
+        with _client(settings) as c:
+            health = c.get("/health").json()
+    except httpx.HTTPError as e:
+        print(f"gateway not reachable on {settings.server.host}:{settings.server.port}: {e}")
+        print(f"data directory: {settings.data_dir}")
+        return 1
+    if args.json:
+        print(json.dumps({"health": health, "config": redacted(settings)}, indent=2, default=str))
+        return 0
+    print(f"status:      {health['status']} (ready: {health.get('ready')})")
+    print(f"data:        {settings.data_dir}")
+    emb = health.get("embedding", {})
+    print(
+        f"embedding:   {emb.get('provider')} {', '.join(emb.get('models', []))} [{emb.get('state')}]"
+    )
+    print(f"index:       {health.get('vector_index')}  sqlite: {health.get('sqlite')}")
+    print(
+        f"llm:         {'configured' if health.get('llm', {}).get('configured') else 'not configured'}"
+    )
+    print(f"counts:      {health.get('counts')}")
+    for reason in health.get("degraded", []):
+        print(f"degraded:    {reason}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    route = "/search/conversations" if args.conversations else "/search/memories"
+    body = {"query": args.query, "limit": args.limit, "scope": args.scope}
+    try:
+        with _client(settings) as c:
+            r = c.post(route, json=body)
+    except httpx.HTTPError as e:
+        print(f"gateway not reachable: {e}", file=sys.stderr)
+        return 1
+    if r.status_code != 200:
+        print(f"error {r.status_code}: {r.text}", file=sys.stderr)
+        return 1
+    data = r.json()
+    print(json.dumps(data["items"], ensure_ascii=False, indent=2) if args.json else data["results"])
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    from memory_tencentdb.store.reindex import reindex
+
+    settings = _settings(args)
+    report = reindex(settings.data_dir, tzinfo(settings))
+    print(
+        f"reindexed {settings.data_dir}: {report.l0_messages} messages,"
+        f" {report.l1_memories} memories ({report.l1_lines} log lines),"
+        f" {report.vectors_kept} embeddings kept; old database: {report.backup or 'none'}"
+    )
+    print("embeddings missing for any row are computed in the background by the next `serve`.")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memory-tencentdb",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="run the gateway")
+    p.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default 8420)")
+    p.set_defaults(fn=cmd_serve)
+    p = sub.add_parser("status", help="health of a running gateway")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_status)
+    p = sub.add_parser("search", help="search memories (or conversations) of a running gateway")
+    p.add_argument("query")
+    p.add_argument("--scope", default="default")
+    p.add_argument("--limit", type=int, default=5)
+    p.add_argument("--conversations", action="store_true", help="search raw messages (L0)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_search)
+    p = sub.add_parser("reindex", help="rebuild memory.db from the JSONL files (gateway stopped)")
+    p.set_defaults(fn=cmd_reindex)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    try:
+        return args.fn(args)
+    except ConfigError as e:
+        print(f"memory-tencentdb: configuration error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,196 @@
+"""The engine: one object that owns the store, the vectorizer and the services' settings.
+
+The gateway (HTTP) and the CLI talk to this and nothing below it, so the services never know
+who called them. It also keeps the list of degraded conditions that ``/health`` reports.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from memory_tencentdb import __version__
+from memory_tencentdb import capture as capture_service
+from memory_tencentdb import memories as memory_service
+from memory_tencentdb import recall as recall_service
+from memory_tencentdb import search as search_service
+from memory_tencentdb.config import Settings, tzinfo
+from memory_tencentdb.store.db import Store
+from memory_tencentdb.text import tokenize
+from memory_tencentdb.vectorizer import Vectorizer
+
+log = logging.getLogger("memory_tencentdb.engine")
+
+
+def resolve_scope(scope: str | None, user_id: str | None) -> str:
+    """The request's scope, else its user id, else ``default``."""
+    for value in (scope, user_id):
+        if value is not None and str(value).strip():
+            return str(value).strip()
+    return "default"
+
+
+def index_backends() -> dict[str, str]:
+    """Which vector index serves each layer (see ``store/vector_index.py`` for why)."""
+    return {
+        "l1": os.environ.get("TDAI_VECTOR_INDEX_L1", "numpy"),
+        "l0": os.environ.get("TDAI_VECTOR_INDEX_L0", "vec0"),
+    }
+
+
+class Engine:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.tz = tzinfo(settings)
+        self.started = time.time()
+        self.store = Store(Path(settings.data_dir), self.tz)
+        self.backends = index_backends()
+        self.vectorizer = Vectorizer(self.store, settings.memory.embedding, self.backends)
+        self.listeners: list[capture_service.CaptureListener] = []
+        self.capture_errors = 0
+        self.last_capture_error: str | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Load the slow parts (jieba dictionary, models) without blocking the caller."""
+        threading.Thread(target=tokenize.warm_up, name="jieba-warmup", daemon=True).start()
+        self.vectorizer.start()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.vectorizer.stop()
+        self.store.close()
+
+    # ------------------------------------------------------------------ services
+
+    def capture(
+        self, scope: str, session_key: str, session_id: str, messages: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        try:
+            rows = capture_service.capture(
+                self.store, scope, session_key, session_id, messages, self.listeners
+            )
+        except Exception as e:
+            self.capture_errors += 1
+            self.last_capture_error = f"{type(e).__name__}: {e}"
+            raise
+        if rows:
+            self.vectorizer.notify()
+        return rows
+
+    def recall(
+        self, query: str, scope: str, tool_names: dict[str, str] | None = None
+    ) -> recall_service.RecallResult:
+        return recall_service.recall(
+            self.store,
+            self.vectorizer,
+            self.settings.memory.recall,
+            self.tz,
+            query,
+            scope,
+            tool_names,
+        )
+
+    def search_memories(self, query: str, scope: str, limit: int, **filters: Any) -> dict[str, Any]:
+        return search_service.search_memories(
+            self.store,
+            self.vectorizer,
+            query,
+            scope,
+            limit,
+            self.settings.memory.recall.strategy,
+            filters.get("type"),
+            filters.get("scene"),
+        )
+
+    def search_conversations(
+        self, query: str, scope: str, limit: int, session_key: str | None = None
+    ) -> dict[str, Any]:
+        return search_service.search_conversations(
+            self.store,
+            self.vectorizer,
+            query,
+            scope,
+            limit,
+            self.settings.memory.recall.strategy,
+            session_key,
+        )
+
+    def write_memory(self, **fields: Any) -> dict[str, Any]:
+        return memory_service.write_memory(self.store, self.vectorizer, **fields)
+
+    def memory(self, memory_id: str) -> dict[str, Any] | None:
+        return memory_service.memory_with_trace(self.store, memory_id)
+
+    def end_session(self, scope: str, session_key: str, session_id: str) -> None:
+        """Nothing pending to flush until the pipeline lands; recorded for its listeners."""
+        log.info("session end: scope=%s session=%s", scope, session_key)
+
+    # ------------------------------------------------------------------ health
+
+    def degraded(self) -> list[str]:
+        reasons = []
+        b = self.store.binding
+        if not b.vec_available:
+            reasons.append(f"sqlite-vec unavailable ({b.reason}); vectors searched with numpy")
+        v = self.vectorizer
+        if v.state == "unavailable":
+            reasons.append("semantic recall disabled: no embedding model loaded; keyword-only")
+        reasons.extend(v.warnings)
+        if v.last_error:
+            reasons.append(f"background embedding failing: {v.last_error}")
+        if self.last_capture_error:
+            reasons.append(f"last capture failed: {self.last_capture_error}")
+        return reasons
+
+    def health(self) -> dict[str, Any]:
+        v = self.vectorizer
+        b = self.store.binding
+        degraded = self.degraded()
+        index = {
+            layer: (
+                "none"
+                if v.state != "ready"
+                else ("vec0" if backend == "vec0" and b.vec_available else "numpy")
+            )
+            for layer, backend in self.backends.items()
+        }
+        emb_cfg = self.settings.memory.embedding
+        return {
+            "status": "degraded" if degraded else "ok",
+            "ready": v.ready,
+            "version": __version__,
+            "uptime": int(time.time() - self.started),
+            "stores": {"vectorStore": True, "embeddingService": v.state == "ready"},
+            "sqlite": {
+                "binding": b.name,
+                "version": b.sqlite_version,
+                "sqlite_vec": b.vec_version,
+            },
+            "vector_index": index,
+            "embedding": {
+                "provider": emb_cfg.provider,
+                "models": v.models,
+                "state": v.state,
+                "pending": v.pending,
+            },
+            "llm": {
+                "configured": self.settings.llm_configured,
+                "model": self.settings.llm.model if self.settings.llm_configured else None,
+            },
+            "recall": {"strategy": self.settings.memory.recall.strategy},
+            "counts": {
+                "l0_messages": self.store.count("l0_messages"),
+                "l1_memories": self.store.count("l1_memories"),
+            },
+            "capture": {"errors": self.capture_errors},
+            "degraded": degraded,
+        }

@@ -1,0 +1,151 @@
+"""The HTTP surface: routes of the original plus ``/memories``; thin over ``Engine``.
+
+Every bad input is a 4xx with ``{"error": "..."}`` naming what is wrong: 400 for unparseable
+JSON, 401 auth, 404 unknown route or id, 413 too large, 422 wrong or missing fields. A 500 means
+a fault of ours, and is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memory_tencentdb import __version__
+from memory_tencentdb.engine import Engine, resolve_scope
+from memory_tencentdb.gateway import schemas as s
+from memory_tencentdb.gateway.security import GatewayGuard
+
+log = logging.getLogger("memory_tencentdb.gateway")
+
+
+def _describe(errors: list[dict[str, Any]]) -> str:
+    parts = []
+    for err in errors[:10]:
+        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
+        where = ".".join(loc) or "body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def create_app(engine: Engine) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        engine.start()
+        try:
+            yield
+        finally:
+            engine.close()
+
+    app = FastAPI(
+        title="memory-tencentdb gateway",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            detail = next(e for e in errors if e.get("type") == "json_invalid")
+            ctx = detail.get("ctx", {}).get("error", "")
+            return JSONResponse({"error": f"Invalid JSON body: {ctx}".strip()}, status_code=400)
+        if any(e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",) for e in errors):
+            return JSONResponse({"error": "Missing JSON body"}, status_code=400)
+        return JSONResponse({"error": _describe(errors)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            msg = f"Not found: {request.method} {request.url.path}"
+        elif exc.status_code == 405:
+            msg = f"Method not allowed: {request.method} {request.url.path}"
+        else:
+            msg = str(exc.detail)
+        return JSONResponse({"error": msg}, status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _fault(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return JSONResponse(
+            {"error": f"Internal error: {type(exc).__name__}: {exc}"}, status_code=500
+        )
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return engine.health()
+
+    @app.post("/capture")
+    def capture(body: s.CaptureBody) -> dict[str, Any]:
+        scope = resolve_scope(body.scope, body.user_id)
+        rows = engine.capture(scope, body.session_key, body.session_id or "", body.turn())
+        return {"l0_recorded": len(rows), "scheduler_notified": bool(engine.listeners)}
+
+    @app.post("/recall")
+    def recall(body: s.RecallBody) -> dict[str, Any]:
+        names = body.tool_names.model_dump(exclude_none=True) if body.tool_names else None
+        result = engine.recall(body.query, resolve_scope(body.scope, body.user_id), names)
+        return result.as_json()
+
+    @app.post("/search/memories")
+    def search_memories(body: s.SearchMemoriesBody) -> dict[str, Any]:
+        return engine.search_memories(
+            body.query,
+            resolve_scope(body.scope, body.user_id),
+            body.limit,
+            type=body.type,
+            scene=body.scene,
+        )
+
+    @app.post("/search/conversations")
+    def search_conversations(body: s.SearchConversationsBody) -> dict[str, Any]:
+        return engine.search_conversations(
+            body.query, resolve_scope(body.scope, body.user_id), body.limit, body.session_key
+        )
+
+    @app.post("/session/end")
+    def session_end(body: s.SessionEndBody) -> dict[str, Any]:
+        engine.end_session(
+            resolve_scope(body.scope, body.user_id), body.session_key, body.session_id or ""
+        )
+        return {"flushed": True}
+
+    @app.post("/memories", status_code=201)
+    def create_memory(body: s.MemoryBody) -> dict[str, Any]:
+        record = engine.write_memory(
+            content=body.content,
+            type_=body.type,
+            scope=resolve_scope(body.scope, body.user_id),
+            session_key=body.session_key,
+            session_id=body.session_id or "",
+            priority=body.priority,
+            scene_name=body.scene_name,
+            metadata=body.metadata,
+        )
+        return {"id": record["id"]}
+
+    @app.get("/memories/{memory_id}")
+    def get_memory(memory_id: str) -> Any:
+        found = engine.memory(memory_id)
+        if found is None:
+            return JSONResponse({"error": f"No memory with id {memory_id!r}"}, status_code=404)
+        return found
+
+    @app.post("/seed")
+    def seed(body: s.SeedBody) -> Any:
+        from memory_tencentdb.seed import SeedValidationError, run_seed
+
+        try:
+            return run_seed(engine, body)
+        except SeedValidationError as e:
+            return JSONResponse({"error": str(e), "validation_errors": e.errors}, status_code=400)
+
+    server = engine.settings.server
+    return GatewayGuard(app, server.api_key, server.cors_origins, server.max_body_bytes)  # type: ignore[return-value]

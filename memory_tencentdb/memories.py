@@ -1,0 +1,82 @@
+"""Direct L1 writes (``POST /memories``) and the trace of one memory back to its evidence.
+
+Hosts mirror their own memory writes here (Hermes's ``on_memory_write``), tests and seeding use
+it. A direct write is embedded on the request's thread so that it is recallable semantically the
+moment the call returns; if that fails the background loop picks it up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_tencentdb.store.db import Store, new_id, now_iso
+from memory_tencentdb.vectorizer import Vectorizer
+
+
+def write_memory(
+    store: Store,
+    vectorizer: Vectorizer,
+    *,
+    content: str,
+    type_: str,
+    scope: str,
+    session_key: str,
+    session_id: str = "",
+    priority: int = 50,
+    scene_name: str = "",
+    source_ids: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    origin: str = "api",
+) -> dict[str, Any]:
+    now = now_iso()
+    record = {
+        "id": new_id("m"),
+        "scope": scope,
+        "content": content.strip(),
+        "type": type_,
+        "priority": priority,
+        "scene_name": scene_name,
+        "session_key": session_key,
+        "session_id": session_id,
+        "source_message_ids": source_ids or [],
+        "metadata": metadata or {},
+        "timestamps": [now],
+        "created_at": now,
+        "updated_at": now,
+        "status": "active",
+        "origin": origin,
+    }
+    rowid = store.write_memory(record)
+    row = store.l1_rows([rowid])[rowid]
+    vectorizer.embed_now("l1", [(rowid, row["scope"], row["text_hash"], row["content"])])
+    return record
+
+
+def memory_with_trace(store: Store, memory_id: str) -> dict[str, Any] | None:
+    """A memory, the raw messages it came from, what replaced it and what it replaced."""
+    row = store.memory_by_id(memory_id)
+    if row is None:
+        return None
+    out = {k: v for k, v in row.items() if k not in ("rowid", "text_hash")}
+    out["source_message_ids"] = out.pop("source_ids")
+    sources = store.l0_by_ids(row["source_ids"])
+    out["trace"] = {
+        "file": row["file"],
+        "source_messages": [
+            {
+                "id": m["id"],
+                "role": m["role"],
+                "content": m["content"],
+                "session_key": m["session_key"],
+                "timestamp": m["timestamp"],
+                "file": m["file"],
+            }
+            for m in sources
+        ],
+        "superseded_by": row["superseded_by"] or None,
+        "history": [
+            {k: h[k] for k in ("id", "content", "status", "updated_at", "superseded_by")}
+            for h in store.memory_history(memory_id)
+        ],
+    }
+    return out

@@ -1,0 +1,263 @@
+"""Per-turn recall: which memories go into the next prompt, and in what words.
+
+Two zones, as hosts use them:
+
+- ``prepend_context``: this turn's memories in ``<relevant-memories>``, placed before the
+  user's message. It changes every turn.
+- ``append_system_context``: the stable part for the system prompt (persona, scene navigation,
+  the tool guide), which changes rarely, so prompt caches keep working.
+
+Everything recalled is escaped so stored text cannot close or forge our tags, and budgets are
+counted in code points (``len`` of a Python ``str``), so Chinese is not cut short.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+from memory_tencentdb.retrieval import retrieve
+from memory_tencentdb.store.db import Store
+from memory_tencentdb.text.sanitize import clean_captured, escape_tags
+from memory_tencentdb.vectorizer import Vectorizer
+
+log = logging.getLogger("memory_tencentdb.recall")
+
+MEMORIES_INTRO = "以下是与当前对话相关的长期记忆（仅供参考，不代表当前任务进度）。Long-term memories related to this conversation, for reference only:"
+TRUNCATION_MARK = (
+    "…（已截断，可用记忆搜索工具查看全文 / truncated, search memory for the full text）"
+)
+DEFAULT_TOOL_NAMES = {
+    "memory_search": "memory_tencentdb_memory_search",
+    "conversation_search": "memory_tencentdb_conversation_search",
+}
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall")
+
+
+@dataclass
+class RecallResult:
+    prepend_context: str = ""
+    append_system_context: str = ""
+    memories: list[dict[str, Any]] = field(default_factory=list)
+    strategy: str = "skipped"
+
+    @property
+    def context(self) -> str:
+        """The legacy single field: both zones, stable part first."""
+        return "\n\n".join(p for p in (self.append_system_context, self.prepend_context) if p)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "context": self.context,
+            "prepend_context": self.prepend_context,
+            "append_system_context": self.append_system_context,
+            "memories": self.memories,
+            "strategy": self.strategy,
+            "memory_count": len(self.memories),
+        }
+
+
+def recall(
+    store: Store,
+    vectorizer: Vectorizer,
+    recall_cfg: Any,
+    tz: tzinfo,
+    query: str,
+    scope: str,
+    tool_names: dict[str, str] | None = None,
+) -> RecallResult:
+    """Recall within ``recall_cfg.timeout_ms``; on timeout an empty result, never an error."""
+    future = _pool.submit(_recall, store, vectorizer, recall_cfg, tz, query, scope, tool_names)
+    try:
+        return future.result(timeout=max(0.001, recall_cfg.timeout_ms / 1000))
+    except FutureTimeout:
+        log.warning("recall exceeded %d ms; answering without memories", recall_cfg.timeout_ms)
+        return RecallResult(strategy="timeout")
+
+
+def _recall(
+    store: Store,
+    vectorizer: Vectorizer,
+    cfg: Any,
+    tz: tzinfo,
+    query: str,
+    scope: str,
+    tool_names: dict[str, str] | None,
+) -> RecallResult:
+    result = RecallResult()
+    clean = clean_captured(query or "")
+    if cfg.enabled and len(clean) >= 2:
+        hits = retrieve(
+            store,
+            vectorizer,
+            "l1",
+            scope,
+            clean,
+            cfg.strategy,
+            depth=max(cfg.max_results * 3, 20),
+            score_threshold=cfg.score_threshold,
+        )
+        result.strategy = hits.strategy if hits.ranked else cfg.strategy
+        rows = store.l1_rows([r for r, _ in hits.ranked[: cfg.max_results]])
+        for rowid, score in hits.ranked[: cfg.max_results]:
+            row = rows.get(rowid)
+            if row is None or row["status"] != "active":
+                continue
+            result.memories.append(
+                {
+                    "id": row["id"],
+                    "content": row["content"],
+                    "type": row["type"],
+                    "priority": row["priority"],
+                    "scene_name": row["scene_name"],
+                    "score": round(score, 6),
+                    "_row": row,
+                }
+            )
+    lines = _budget(
+        [_memory_line(m["_row"], tz) for m in result.memories],
+        cfg.max_chars_per_memory,
+        cfg.max_total_recall_chars,
+    )
+    result.memories = result.memories[: len(lines)]
+    for m in result.memories:
+        m.pop("_row", None)
+    if lines:
+        result.prepend_context = (
+            "<relevant-memories>\n"
+            + MEMORIES_INTRO
+            + "\n\n"
+            + "\n".join(lines)
+            + "\n</relevant-memories>"
+        )
+    result.append_system_context = stable_context(store.data_dir, bool(lines), tool_names)
+    return result
+
+
+def stable_context(data_dir: Path, have_memories: bool, tool_names: dict[str, str] | None) -> str:
+    """Persona + scene navigation + tool guide (the guide only when there is something to find)."""
+    parts = []
+    persona = _read_persona(data_dir)
+    if persona:
+        parts.append(f"<user-persona>\n{escape_tags(persona)}\n</user-persona>")
+    nav = _scene_navigation(data_dir)
+    if nav:
+        parts.append(f"<scene-navigation>\n{escape_tags(nav)}\n</scene-navigation>")
+    if parts or have_memories:
+        parts.append(tool_guide(tool_names))
+    return "\n\n".join(parts)
+
+
+def tool_guide(tool_names: dict[str, str] | None = None) -> str:
+    names = {**DEFAULT_TOOL_NAMES, **(tool_names or {})}
+    return (
+        "<memory-tools-guide>\n"
+        "## Long-term memory tools\n"
+        "Memories above are a selection. When you need more, search:\n"
+        f"- `{names['memory_search']}`: distilled facts about the user (preferences, rules,"
+        " events). Use it first.\n"
+        f"- `{names['conversation_search']}`: the original messages of past conversations, to"
+        " check details or wording.\n"
+        "Use at most 3 memory searches per turn in total (rephrase or switch tool between tries);"
+        " after that, answer with what you have.\n"
+        "</memory-tools-guide>"
+    )
+
+
+def _read_persona(data_dir: Path) -> str:
+    try:
+        text = (data_dir / "persona.md").read_text("utf-8")
+    except OSError:
+        return ""
+    marker = text.find("\n## 🗺️ Scene Navigation")
+    if marker >= 0:
+        text = text[:marker].rstrip().removesuffix("---")
+    return text.strip()
+
+
+def _scene_navigation(data_dir: Path) -> str:
+    try:
+        scenes = json.loads((data_dir / ".metadata" / "scene_index.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(scenes, list) or not scenes:
+        return ""
+    scenes = sorted(
+        (s for s in scenes if isinstance(s, dict) and s.get("filename")),
+        key=lambda s: -int(s.get("heat") or 0),
+    )
+    blocks = []
+    for s in scenes:
+        path = data_dir / "scene_blocks" / str(s["filename"])
+        blocks.append(
+            f"### Path: {path}\nheat: {int(s.get('heat') or 0)} | updated: {s.get('updated', '')}"
+            f"\nSummary: {s.get('summary', '')}"
+        )
+    return "Scenes the user has been through (open a file for details):\n\n" + "\n\n".join(blocks)
+
+
+def _memory_line(row: dict[str, Any], tz: tzinfo) -> str:
+    label = row["type"] + (f"|{row['scene_name']}" if row["scene_name"] else "")
+    line = f"- [{escape_tags(label)}] {escape_tags(row['content'])}"
+    when = _activity(row, tz)
+    return f"{line} ({when})" if when else line
+
+
+def _activity(row: dict[str, Any], tz: tzinfo) -> str:
+    start, end = _fmt_time(row["activity_start"], tz), _fmt_time(row["activity_end"], tz)
+    if start and end:
+        return f"活动时间: {start} ~ {end}"
+    if start:
+        return f"活动时间: {start}起"
+    if end:
+        return f"活动时间: 至{end}"
+    first = _fmt_time((row["timestamps"] or [""])[0] or row["created_at"], tz)
+    return f"活动时间: {first}" if first else ""
+
+
+def _fmt_time(value: str, tz: tzinfo) -> str:
+    if not value:
+        return ""
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if "T" not in value and " " not in value:
+        return dt.date().isoformat()
+    if dt.tzinfo is None:
+        return dt.isoformat(timespec="seconds")
+    local = dt.astimezone(tz)
+    if local.hour == 0 and local.minute == 0 and local.second == 0:
+        return local.date().isoformat()
+    return local.isoformat(timespec="seconds")
+
+
+def _budget(lines: list[str], per_memory: int, total: int) -> list[str]:
+    """Apply the per-memory and total caps (0 = off), in code points."""
+    out: list[str] = []
+    used = 0
+    mark = TRUNCATION_MARK
+    for line in lines:
+        if per_memory and per_memory > 0 and len(line) > per_memory:
+            if per_memory > len(mark):
+                line = line[: per_memory - len(mark)].rstrip() + mark
+            else:
+                line = line[:per_memory]
+        if total and total > 0:
+            remaining = total - used - (1 if out else 0)
+            if remaining <= 0:
+                break
+            if len(line) > remaining:
+                if remaining >= 40:
+                    out.append(line[:remaining])
+                break
+            used += len(line) + (1 if len(out) else 0)
+        out.append(line)
+    return out

@@ -1,0 +1,132 @@
+"""The agent's explicit memory tools: search distilled memories (L1) or raw conversations (L0).
+
+Answers carry both structured ``items`` and a pre-rendered ``results`` text, which hosts hand to
+the model as the tool result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_tencentdb.retrieval import retrieve
+from memory_tencentdb.store.db import Store
+from memory_tencentdb.text.sanitize import clean_captured, escape_tags
+from memory_tencentdb.vectorizer import Vectorizer
+
+
+def search_memories(
+    store: Store,
+    vectorizer: Vectorizer,
+    query: str,
+    scope: str,
+    limit: int,
+    strategy: str,
+    type_filter: str | None = None,
+    scene: str | None = None,
+) -> dict[str, Any]:
+    clean = clean_captured(query)
+    filtered = bool(type_filter or scene)
+    hits = retrieve(
+        store, vectorizer, "l1", scope, clean, strategy, depth=limit * (6 if filtered else 3)
+    )
+    rows = store.l1_rows([r for r, _ in hits.ranked])
+    items = []
+    for rowid, score in hits.ranked:
+        row = rows.get(rowid)
+        if row is None or row["status"] != "active":
+            continue
+        if type_filter and row["type"] != type_filter:
+            continue
+        if scene and scene.lower() not in row["scene_name"].lower():
+            continue
+        items.append(
+            {
+                "id": row["id"],
+                "content": row["content"],
+                "type": row["type"],
+                "priority": row["priority"],
+                "scene_name": row["scene_name"],
+                "score": round(score, 6),
+                "created_at": row["created_at"],
+                "updated_at": row["updated_at"],
+            }
+        )
+        if len(items) >= limit:
+            break
+    strategy_used = hits.strategy if hits.ranked else ("none" if not clean else hits.strategy)
+    return {
+        "results": _render_memories(items),
+        "total": len(items),
+        "strategy": strategy_used,
+        "items": items,
+    }
+
+
+def search_conversations(
+    store: Store,
+    vectorizer: Vectorizer,
+    query: str,
+    scope: str,
+    limit: int,
+    strategy: str,
+    session_key: str | None = None,
+) -> dict[str, Any]:
+    clean = clean_captured(query)
+    hits = retrieve(
+        store, vectorizer, "l0", scope, clean, strategy, depth=limit * 3, session_key=session_key
+    )
+    rows = store.l0_rows([r for r, _ in hits.ranked])
+    items = []
+    for rowid, score in hits.ranked:
+        row = rows.get(rowid)
+        if row is None or (session_key and row["session_key"] != session_key):
+            continue
+        items.append(
+            {
+                "id": row["id"],
+                "session_key": row["session_key"],
+                "session_id": row["session_id"],
+                "role": row["role"],
+                "content": row["content"],
+                "score": round(score, 6),
+                "recorded_at": row["recorded_at"],
+                "timestamp": row["timestamp"],
+            }
+        )
+        if len(items) >= limit:
+            break
+    return {
+        "results": _render_conversations(items),
+        "total": len(items),
+        "strategy": hits.strategy if hits.ranked else "none",
+        "items": items,
+    }
+
+
+def _render_memories(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "No matching memories found."
+    out = [f"Found {len(items)} matching memories:", ""]
+    for it in items:
+        prio = "global instruction" if it["priority"] < 0 else f"priority: {it['priority']}"
+        scene = f" [scene: {escape_tags(it['scene_name'])}]" if it["scene_name"] else ""
+        out.append(f"- **[{it['type']}]** ({prio}){scene} (score: {it['score']:.3f})")
+        out.append(f"  {escape_tags(it['content'])}")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _render_conversations(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "No matching conversation messages found."
+    out = [f"Found {len(items)} matching message(s):", ""]
+    for it in items:
+        out += [
+            "---",
+            f"**[{it['role']}]** Session: {it['session_key']} [{it['recorded_at']}]"
+            f" (score: {it['score']:.3f})",
+            "",
+            escape_tags(it["content"]),
+            "",
+        ]
+    return "\n".join(out).rstrip() + "\n"

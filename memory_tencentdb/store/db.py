@@ -1,0 +1,530 @@
+"""The store: files first, then the SQLite index over them.
+
+Every write goes to the day's JSONL file (fsync'ed) before the database, so the files alone can
+rebuild ``memory.db`` (``reindex``). One writer connection guarded by a lock; each reading thread
+gets its own connection (WAL lets readers run beside the writer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memory_tencentdb.store import files
+from memory_tencentdb.store.connection import Binding, choose_binding, connect
+from memory_tencentdb.store.migrations import migrate
+from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index, VectorIndex, vec0_table_name
+from memory_tencentdb.text import tokenize
+
+log = logging.getLogger("memory_tencentdb.store")
+
+L0_COLUMNS = (
+    "rowid, id, scope, session_key, session_id, role, content, message_id, timestamp,"
+    " recorded_at, file, text_hash, extra"
+)
+L1_COLUMNS = (
+    "rowid, id, scope, content, type, priority, scene_name, session_key, session_id, source_ids,"
+    " metadata, timestamps, activity_start, activity_end, created_at, updated_at, status,"
+    " superseded_by, origin, file, text_hash"
+)
+L1_TYPES = ("persona", "episodic", "instruction")
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{int(time.time() * 1000)}_{secrets.token_hex(4)}"
+
+
+@dataclass
+class L0Input:
+    """One message to record; ``id`` is assigned by the store."""
+
+    scope: str
+    session_key: str
+    session_id: str
+    role: str
+    content: str
+    timestamp: int
+    message_id: str = ""
+    extra: dict[str, Any] | None = None
+
+
+class Store:
+    """Owns ``memory.db`` and the JSONL files of one data directory."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        tz: tzinfo,
+        binding: Binding | None = None,
+        db_file: str = "memory.db",
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.tz = tz
+        for sub in ("conversations", "records", "scene_blocks", ".metadata", ".backup"):
+            (self.data_dir / sub).mkdir(parents=True, exist_ok=True)
+        self.binding = binding or choose_binding()
+        self.db_path = self.data_dir / db_file
+        self.write_lock = threading.RLock()
+        self.writer = connect(self.db_path, self.binding)
+        migrate(self.writer)
+        self._local = threading.local()
+        self._readers: list[Any] = []
+        self._readers_lock = threading.Lock()
+        self._indexes: dict[tuple[str, str], VectorIndex] = {}
+        self._index_lock = threading.Lock()
+        self._set_meta("tokenizer", tokenize.TOKENIZER_ID)
+
+    # ----------------------------------------------------------------- connections
+
+    def reader(self) -> Any:
+        """This thread's read connection."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = connect(self.db_path, self.binding)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._readers_lock:
+            for conn in self._readers:
+                with contextlib.suppress(self.binding.Error):
+                    conn.close()
+            self._readers.clear()
+        with self.write_lock:
+            with contextlib.suppress(self.binding.Error):
+                self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.writer.close()
+
+    def _set_meta(self, key: str, value: str) -> None:
+        with self.write_lock:
+            self.writer.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.reader().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _transaction(self, fn: Any) -> Any:
+        with self.write_lock:
+            self.writer.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(self.writer)
+                self.writer.execute("COMMIT")
+                return result
+            except BaseException:
+                self.writer.execute("ROLLBACK")
+                raise
+
+    # ----------------------------------------------------------------- L0
+
+    def record_messages(self, messages: list[L0Input]) -> list[dict[str, Any]]:
+        """Append messages to the day's JSONL (durable), then index them. Returns the rows."""
+        if not messages:
+            return []
+        recorded = datetime.now(UTC)
+        recorded_at = recorded.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        rel = files.day_file("conversations", recorded, self.tz)
+        rows = []
+        for m in messages:
+            rows.append(
+                {
+                    "record_id": new_id("l0"),
+                    "scope": m.scope,
+                    "sessionKey": m.session_key,
+                    "sessionId": m.session_id,
+                    "recordedAt": recorded_at,
+                    "id": m.message_id,
+                    "role": m.role,
+                    "content": m.content,
+                    "timestamp": m.timestamp,
+                    **({"extra": m.extra} if m.extra else {}),
+                }
+            )
+        files.append_lines(self.data_dir / rel, rows)
+        self.index_l0_lines(rows, rel)
+        return rows
+
+    def index_l0_lines(self, rows: list[dict[str, Any]], rel_file: str) -> list[int]:
+        """Insert JSONL L0 lines into the database (also used by reindex)."""
+        params = []
+        toks = []
+        for r in rows:
+            content = str(r.get("content", ""))
+            params.append(
+                (
+                    r["record_id"],
+                    r.get("scope") or "default",
+                    r.get("sessionKey", ""),
+                    r.get("sessionId", "") or "",
+                    r.get("role", "user"),
+                    content,
+                    str(r.get("id") or ""),
+                    int(r.get("timestamp") or 0),
+                    r.get("recordedAt", ""),
+                    rel_file,
+                    text_hash(content),
+                    json.dumps(r.get("extra") or {}, ensure_ascii=False),
+                )
+            )
+            toks.append(tokenize.index_text(content))
+
+        def write(conn: Any) -> list[int]:
+            ids = []
+            for p, tok in zip(params, toks, strict=True):
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO l0_messages (id, scope, session_key, session_id, role,"
+                    " content, message_id, timestamp, recorded_at, file, text_hash, extra)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    p,
+                )
+                if cur.rowcount:
+                    rowid = cur.lastrowid
+                    conn.execute("INSERT INTO l0_fts (rowid, tok) VALUES (?, ?)", (rowid, tok))
+                    ids.append(rowid)
+            return ids
+
+        return self._transaction(write)
+
+    def l0_rows(self, rowids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        return self._rows("l0_messages", L0_COLUMNS, rowids)
+
+    def l0_by_ids(self, ids: list[str]) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        cur = self.reader().execute(
+            f"SELECT {L0_COLUMNS} FROM l0_messages WHERE id IN ({marks}) ORDER BY timestamp", ids
+        )
+        return [self._as_dict(cur, row) for row in cur.fetchall()]
+
+    def count(self, table: str, scope: str | None = None) -> int:
+        assert table in ("l0_messages", "l1_memories")
+        if scope is None:
+            return self.reader().execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        return (
+            self.reader()
+            .execute(f"SELECT count(*) FROM {table} WHERE scope = ?", (scope,))
+            .fetchone()[0]
+        )
+
+    # ----------------------------------------------------------------- L1
+
+    def write_memory(self, record: dict[str, Any]) -> int:
+        """Append an L1 upsert to ``records/`` (durable), then index it. Returns its rowid."""
+        rel = files.day_file("records", datetime.now(UTC), self.tz)
+        line = {"op": "upsert", **record}
+        files.append_lines(self.data_dir / rel, [line])
+        return self.index_l1_line(line, rel)
+
+    def set_memory_status(self, memory_id: str, status: str, superseded_by: str = "") -> None:
+        """Mark a memory superseded or deleted (an append-only log line, then the index)."""
+        rel = files.day_file("records", datetime.now(UTC), self.tz)
+        line = {
+            "op": "status",
+            "id": memory_id,
+            "status": status,
+            "superseded_by": superseded_by,
+            "at": now_iso(),
+        }
+        files.append_lines(self.data_dir / rel, [line])
+        self.apply_status_line(line)
+
+    def index_l1_line(self, r: dict[str, Any], rel_file: str) -> int:
+        content = str(r["content"])
+        timestamps = list(r.get("timestamps") or [])
+        values = {
+            "id": r["id"],
+            "scope": r.get("scope") or "default",
+            "content": content,
+            "type": r.get("type", "episodic"),
+            "priority": int(r.get("priority", 50)),
+            "scene_name": r.get("scene_name") or "",
+            "session_key": r.get("session_key") or "",
+            "session_id": r.get("session_id") or "",
+            "source_ids": json.dumps(r.get("source_message_ids") or [], ensure_ascii=False),
+            "metadata": json.dumps(r.get("metadata") or {}, ensure_ascii=False),
+            "timestamps": json.dumps(timestamps, ensure_ascii=False),
+            "activity_start": str((r.get("metadata") or {}).get("activity_start_time") or ""),
+            "activity_end": str((r.get("metadata") or {}).get("activity_end_time") or ""),
+            "created_at": r.get("created_at") or now_iso(),
+            "updated_at": r.get("updated_at") or now_iso(),
+            "status": r.get("status") or "active",
+            "superseded_by": r.get("superseded_by") or "",
+            "origin": r.get("origin") or "api",
+            "file": rel_file,
+            "text_hash": text_hash(content),
+        }
+        tok = tokenize.index_text(content)
+        cols = ", ".join(values)
+        marks = ", ".join("?" * len(values))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("id", "created_at"))
+
+        def write(conn: Any) -> int:
+            conn.execute(
+                f"INSERT INTO l1_memories ({cols}) VALUES ({marks})"
+                f" ON CONFLICT(id) DO UPDATE SET {updates}",
+                tuple(values.values()),
+            )
+            rowid = conn.execute(
+                "SELECT rowid FROM l1_memories WHERE id = ?", (r["id"],)
+            ).fetchone()[0]
+            conn.execute("DELETE FROM l1_fts WHERE rowid = ?", (rowid,))
+            if values["status"] == "active":
+                conn.execute("INSERT INTO l1_fts (rowid, tok) VALUES (?, ?)", (rowid, tok))
+            return rowid
+
+        rowid = self._transaction(write)
+        if values["status"] != "active":
+            self._drop_from_indexes("l1", [rowid])
+        return rowid
+
+    def apply_status_line(self, line: dict[str, Any]) -> None:
+        def write(conn: Any) -> int | None:
+            row = conn.execute(
+                "SELECT rowid FROM l1_memories WHERE id = ?", (line["id"],)
+            ).fetchone()
+            if not row:
+                return None
+            conn.execute(
+                "UPDATE l1_memories SET status = ?, superseded_by = ?, updated_at = ? WHERE rowid = ?",
+                (
+                    line["status"],
+                    line.get("superseded_by", ""),
+                    line.get("at") or now_iso(),
+                    row[0],
+                ),
+            )
+            if line["status"] != "active":
+                conn.execute("DELETE FROM l1_fts WHERE rowid = ?", (row[0],))
+            return row[0]
+
+        rowid = self._transaction(write)
+        if rowid is not None and line["status"] != "active":
+            self._drop_from_indexes("l1", [rowid])
+
+    def l1_rows(self, rowids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        return self._rows("l1_memories", L1_COLUMNS, rowids)
+
+    def memory_by_id(self, memory_id: str) -> dict[str, Any] | None:
+        cur = self.reader().execute(
+            f"SELECT {L1_COLUMNS} FROM l1_memories WHERE id = ?", (memory_id,)
+        )
+        row = cur.fetchone()
+        return self._as_dict(cur, row) if row else None
+
+    def memory_history(self, memory_id: str) -> list[dict[str, Any]]:
+        """Memories this one replaced (directly or transitively), newest first."""
+        out: list[dict[str, Any]] = []
+        frontier = [memory_id]
+        seen = {memory_id}
+        while frontier:
+            marks = ",".join("?" * len(frontier))
+            cur = self.reader().execute(
+                f"SELECT {L1_COLUMNS} FROM l1_memories WHERE superseded_by IN ({marks})", frontier
+            )
+            rows = [self._as_dict(cur, r) for r in cur.fetchall()]
+            frontier = [r["id"] for r in rows if r["id"] not in seen]
+            seen.update(frontier)
+            out.extend(rows)
+        return sorted(out, key=lambda r: r["updated_at"], reverse=True)
+
+    # ----------------------------------------------------------------- keyword search
+
+    def keyword_search(
+        self, layer: str, scope: str, terms: list[str], k: int, session_key: str | None = None
+    ) -> list[tuple[int, float]]:
+        """BM25 over the jieba tokens, within one scope. Score in (0, 1), higher is better."""
+        query = tokenize.fts_query(terms)
+        if not query or k <= 0:
+            return []
+        fts, table = ("l1_fts", "l1_memories") if layer == "l1" else ("l0_fts", "l0_messages")
+        extra, params = "", [query, scope]
+        if layer == "l1":
+            extra = " AND m.status = 'active'"
+        if session_key:
+            extra += " AND m.session_key = ?"
+            params.append(session_key)
+        params.append(k)
+        rows = (
+            self.reader()
+            .execute(
+                f"SELECT m.rowid, bm25({fts}) AS rank FROM {fts} JOIN {table} m"
+                f" ON m.rowid = {fts}.rowid WHERE {fts} MATCH ? AND m.scope = ?{extra}"
+                " ORDER BY rank LIMIT ?",
+                params,
+            )
+            .fetchall()
+        )
+        out = []
+        for rowid, rank in rows:
+            r = -float(rank) if rank is not None else 0.0
+            out.append((int(rowid), r / (1.0 + r) if r > 0 else 1.0 / (1.0 + abs(r) + 1000)))
+        return out
+
+    # ----------------------------------------------------------------- vectors
+
+    def get_vectors(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        if not hashes:
+            return {}
+        marks = ",".join("?" * len(hashes))
+        rows = (
+            self.reader()
+            .execute(
+                f"SELECT text_hash, vector FROM vectors WHERE model = ? AND text_hash IN ({marks})",
+                [model, *hashes],
+            )
+            .fetchall()
+        )
+        return {h: np.frombuffer(v, dtype="<f4") for h, v in rows}
+
+    def missing_vectors(
+        self, layer: str, model: str, limit: int
+    ) -> list[tuple[int, str, str, str]]:
+        """Rows of ``layer`` with no vector for ``model``: ``(rowid, scope, text_hash, text)``."""
+        table = "l1_memories" if layer == "l1" else "l0_messages"
+        status = " AND m.status = 'active'" if layer == "l1" else ""
+        return (
+            self.reader()
+            .execute(
+                f"SELECT m.rowid, m.scope, m.text_hash, m.content FROM {table} m"
+                f" WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?"
+                f" AND v.text_hash = m.text_hash){status} ORDER BY m.rowid LIMIT ?",
+                (model, limit),
+            )
+            .fetchall()
+        )
+
+    def save_vectors(
+        self, layer: str, model: str, items: list[tuple[int, str, str, np.ndarray]]
+    ) -> None:
+        """Store canonical vectors ``(rowid, scope, text_hash, vec)`` and add them to the index."""
+        if not items:
+            return
+        self._transaction(
+            lambda conn: conn.executemany(
+                "INSERT OR IGNORE INTO vectors (model, text_hash, dim, vector) VALUES (?, ?, ?, ?)",
+                [(model, h, int(v.shape[0]), v.astype("<f4").tobytes()) for _, _, h, v in items],
+            )
+        )
+        index = self._indexes.get((layer, model))
+        if index is not None:
+            index.add([(rowid, scope, vec) for rowid, scope, _, vec in items])
+
+    def vector_count(self, model: str) -> int:
+        return (
+            self.reader()
+            .execute("SELECT count(*) FROM vectors WHERE model = ?", (model,))
+            .fetchone()[0]
+        )
+
+    def open_index(self, layer: str, model: str, dim: int, backend: str) -> VectorIndex:
+        """Build (or attach) the index for ``layer`` x ``model`` from the stored vectors."""
+        with self._index_lock:
+            key = (layer, model)
+            if key in self._indexes:
+                return self._indexes[key]
+            if backend == "vec0" and self.binding.vec_available:
+                index: VectorIndex = Vec0Index(
+                    self.writer, self.reader, self.write_lock, vec0_table_name(layer, model), dim
+                )
+                expected = self._count_with_vectors(layer, model)
+                if len(index) != expected:
+                    log.info("rebuilding %s (%d of %d rows)", index.table, len(index), expected)
+                    with self.write_lock:
+                        self.writer.execute(f"DELETE FROM {index.table}")
+                    for batch in self._vectors_of(layer, model, dim):
+                        index.add(batch)
+            else:
+                index = NumpyIndex(dim)
+                for batch in self._vectors_of(layer, model, dim):
+                    index.add(batch)
+            self._indexes[key] = index
+            return index
+
+    def index(self, layer: str, model: str) -> VectorIndex | None:
+        return self._indexes.get((layer, model))
+
+    def _count_with_vectors(self, layer: str, model: str) -> int:
+        table = "l1_memories" if layer == "l1" else "l0_messages"
+        status = " AND m.status = 'active'" if layer == "l1" else ""
+        return (
+            self.reader()
+            .execute(
+                f"SELECT count(*) FROM {table} m JOIN vectors v ON v.model = ?"
+                f" AND v.text_hash = m.text_hash WHERE 1{status}",
+                (model,),
+            )
+            .fetchone()[0]
+        )
+
+    def _vectors_of(self, layer: str, model: str, dim: int, batch: int = 5000):
+        table = "l1_memories" if layer == "l1" else "l0_messages"
+        status = " AND m.status = 'active'" if layer == "l1" else ""
+        cur = self.reader().execute(
+            f"SELECT m.rowid, m.scope, v.vector FROM {table} m JOIN vectors v ON v.model = ?"
+            f" AND v.text_hash = m.text_hash WHERE v.dim = ?{status}",
+            (model, dim),
+        )
+        while True:
+            rows = cur.fetchmany(batch)
+            if not rows:
+                return
+            yield [(r, s, np.frombuffer(v, dtype="<f4")) for r, s, v in rows]
+
+    def _drop_from_indexes(self, layer: str, rowids: list[int]) -> None:
+        for (lay, _), index in list(self._indexes.items()):
+            if lay == layer:
+                index.remove(rowids)
+
+    # ----------------------------------------------------------------- helpers
+
+    def _rows(self, table: str, columns: str, rowids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        ids = list(rowids)
+        if not ids:
+            return {}
+        out: dict[int, dict[str, Any]] = {}
+        conn = self.reader()
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            cur = conn.execute(f"SELECT {columns} FROM {table} WHERE rowid IN ({marks})", chunk)
+            for row in cur.fetchall():
+                d = self._as_dict(cur, row)
+                out[d["rowid"]] = d
+        return out
+
+    @staticmethod
+    def _as_dict(cur: Any, row: tuple) -> dict[str, Any]:
+        d = {col[0]: val for col, val in zip(cur.description, row, strict=True)}
+        for key in ("extra", "metadata"):
+            if key in d and isinstance(d[key], str):
+                d[key] = json.loads(d[key] or "{}")
+        for key in ("source_ids", "timestamps"):
+            if key in d and isinstance(d[key], str):
+                d[key] = json.loads(d[key] or "[]")
+        return d

@@ -1,0 +1,95 @@
+"""The files that are the source of truth: append-only JSONL logs and atomic replacements.
+
+``conversations/YYYY-MM-DD.jsonl`` holds L0 (one message a line) and ``records/YYYY-MM-DD.jsonl``
+holds L1 (one upsert or delete a line). The day is the local day in the configured timezone.
+Appends go through one lock per file and are flushed and fsync'ed before returning, so a caller
+that got an answer knows its data survives a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+_locks: dict[Path, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(path, threading.Lock())
+
+
+def day_file(folder: str, when: datetime, tz: tzinfo) -> str:
+    """Relative path of the shard for ``when``: ``<folder>/YYYY-MM-DD.jsonl`` in local time."""
+    return f"{folder}/{when.astimezone(tz).strftime('%Y-%m-%d')}.jsonl"
+
+
+def append_lines(path: Path, rows: list[dict[str, Any]], fsync: bool = True) -> None:
+    """Append ``rows`` as JSON lines in one write, durable before returning."""
+    if not rows:
+        return
+    data = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _lock_for(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            payload = data.encode("utf-8")
+            written = 0
+            while written < len(payload):
+                written += os.write(fd, payload[written:])
+            if fsync:
+                os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)``; a torn or corrupt line is skipped, never fatal."""
+    try:
+        fh = path.open("r", encoding="utf-8")
+    except FileNotFoundError:
+        return
+    with fh:
+        for n, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                yield n, obj
+
+
+def shards(folder: Path) -> list[Path]:
+    """The day files of a folder in chronological order."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.jsonl") if p.is_file())
+
+
+def write_atomic(path: Path, text: str, backups: int = 0) -> None:
+    """Replace ``path`` with ``text`` via temp file + rename, keeping ``backups`` old copies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if backups > 0 and path.exists():
+        stamp = datetime.now().strftime("%Y%m%d_%H%M%S_%f")
+        backup_dir = path.parent / ".backup"
+        backup_dir.mkdir(exist_ok=True)
+        shutil.copy2(path, backup_dir / f"{path.name}.{stamp}")
+        old = sorted(backup_dir.glob(f"{path.name}.*"))
+        for stale in old[:-backups]:
+            stale.unlink(missing_ok=True)
+    os.replace(tmp, path)

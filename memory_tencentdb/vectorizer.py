@@ -1,0 +1,166 @@
+"""Turns stored text into vectors in the background, and queries into vectors on demand.
+
+Loading the models takes seconds, so it happens on a thread after the gateway is already
+answering; until then recall is keyword-only and ``/health`` says ``embedding.state=loading``.
+Captured rows are written without vectors (capture must stay fast) and this worker fills them
+in. The same loop backfills after a reindex or a model change: any active row without a vector
+for a configured model gets one, and vectors of other models are kept, never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from memory_tencentdb.embedding import EmbeddingError, load_embedders
+from memory_tencentdb.store.db import Store
+
+log = logging.getLogger("memory_tencentdb.embedding")
+
+BATCH = 32
+
+
+class Vectorizer:
+    """Owns the embedders, their load state, and the background fill loop."""
+
+    def __init__(self, store: Store, cfg: Any, index_backends: dict[str, str]) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.index_backends = index_backends
+        self.embedders: list[Any] = []
+        self.warnings: list[str] = []
+        self.state = "loading"  # loading | ready | disabled | unavailable
+        self.last_error: str | None = None
+        self.pending = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vectorizer", daemon=True)
+        self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+        self._query_pool.shutdown(wait=False, cancel_futures=True)
+
+    def notify(self) -> None:
+        """New rows were written: wake the fill loop."""
+        self._wake.set()
+
+    @property
+    def ready(self) -> bool:
+        return self.state in ("ready", "disabled", "unavailable")
+
+    @property
+    def models(self) -> list[str]:
+        return [e.model_id for e in self.embedders] if self.state == "ready" else []
+
+    def _load(self) -> None:
+        provider = getattr(self.cfg, "provider", "local")
+        if provider == "none":
+            self.state = "disabled"
+            return
+        try:
+            embedders, warnings = load_embedders(self.cfg)
+        except Exception as e:  # noqa: BLE001 - an unloadable model must not stop the gateway
+            embedders, warnings = [], [f"embedding unavailable: {type(e).__name__}: {e}"]
+        ready = []
+        for emb in embedders:
+            try:
+                warm = getattr(emb, "warm", None)
+                if warm:
+                    warm()
+                ready.append(emb)
+            except Exception as e:  # noqa: BLE001
+                warnings.append(f"{getattr(emb, 'model_id', emb)} failed to load: {e}")
+        self.warnings = warnings
+        for w in warnings:
+            log.warning("%s", w)
+        if not ready:
+            self.state = "unavailable"
+            log.warning(
+                "semantic recall DISABLED, using keyword-only recall: no embedding model loaded"
+            )
+            return
+        for emb in ready:
+            for layer in ("l1", "l0"):
+                self.store.open_index(layer, emb.model_id, emb.dim, self.index_backends[layer])
+        self.embedders = ready
+        self.state = "ready"
+        log.info("embedding ready: %s", ", ".join(e.model_id for e in ready))
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        self._load()
+        log.info("embedding load took %.2fs (state=%s)", time.monotonic() - started, self.state)
+        while not self._stop.is_set():
+            if self.state != "ready":
+                return
+            worked = False
+            try:
+                worked = self._fill_once()
+                self.last_error = None
+            except Exception as e:  # noqa: BLE001 - keep the loop alive; report in /health
+                self.last_error = f"{type(e).__name__}: {e}"
+                log.warning("background embedding failed: %s", self.last_error)
+                self._stop.wait(2.0)
+            if not worked:
+                self._wake.wait(5.0)
+                self._wake.clear()
+
+    def _fill_once(self) -> bool:
+        """Embed one batch per (model, layer) that needs it; L1 first (it is what recall uses)."""
+        worked = False
+        pending = 0
+        for emb in self.embedders:
+            for layer in ("l1", "l0"):
+                rows = self.store.missing_vectors(layer, emb.model_id, BATCH)
+                if not rows:
+                    continue
+                pending += len(rows)
+                self._embed_rows(emb, layer, rows)
+                worked = True
+        self.pending = pending
+        return worked
+
+    def _embed_rows(self, emb: Any, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
+        vecs = emb.embed([text for _, _, _, text in rows])
+        items = [
+            (rowid, scope, h, np.asarray(vec, dtype=np.float32))
+            for (rowid, scope, h, _), vec in zip(rows, vecs, strict=True)
+        ]
+        self.store.save_vectors(layer, emb.model_id, items)
+
+    # ------------------------------------------------------------------ direct use
+
+    def embed_now(self, layer: str, rows: list[tuple[int, str, str, str]]) -> bool:
+        """Embed rows on the caller's thread (direct memory writes); False if not possible."""
+        if self.state != "ready":
+            return False
+        try:
+            for emb in self.embedders:
+                self._embed_rows(emb, layer, rows)
+            return True
+        except (EmbeddingError, Exception) as e:  # noqa: BLE001 - the fill loop retries later
+            log.warning("embedding a new memory failed, will retry in background: %s", e)
+            self.notify()
+            return False
+
+    def embed_query(self, text: str) -> dict[str, np.ndarray]:
+        """One vector per loaded model for a query; empty when no model is ready."""
+        if self.state != "ready":
+            return {}
+        out = {}
+        for emb in self.embedders:
+            out[emb.model_id] = np.asarray(emb.embed([text])[0], dtype=np.float32)
+        return out

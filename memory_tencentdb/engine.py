@@ -181,6 +181,7 @@ class Engine:
                 "models": v.models,
                 "state": v.state,
                 "pending": v.pending,
+                "idle": v.idle,
             },
             "llm": {
                 "configured": self.settings.llm_configured,

@@ -37,6 +37,9 @@ class Vectorizer:
         self.state = "loading"  # loading | ready | disabled | unavailable
         self.last_error: str | None = None
         self.pending = 0
+        # False from a notify() until a full pass finds nothing left to embed.
+        self.idle = False
+        self._idle_lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vectorizer", daemon=True)
@@ -55,7 +58,9 @@ class Vectorizer:
 
     def notify(self) -> None:
         """New rows were written: wake the fill loop."""
-        self._wake.set()
+        with self._idle_lock:
+            self.idle = False
+            self._wake.set()
 
     @property
     def ready(self) -> bool:
@@ -107,6 +112,7 @@ class Vectorizer:
             if self.state != "ready":
                 return
             worked = False
+            self._wake.clear()
             try:
                 worked = self._fill_once()
                 self.last_error = None
@@ -115,8 +121,10 @@ class Vectorizer:
                 log.warning("background embedding failed: %s", self.last_error)
                 self._stop.wait(2.0)
             if not worked:
+                with self._idle_lock:
+                    if not self._wake.is_set():
+                        self.idle = True
                 self._wake.wait(5.0)
-                self._wake.clear()
 
     def _fill_once(self) -> bool:
         """Embed one batch per (model, layer) that needs it; L1 first (it is what recall uses)."""

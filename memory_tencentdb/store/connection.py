@@ -10,6 +10,7 @@ lock coordination on the same file.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +62,13 @@ def _try_vec(module: ModuleType) -> tuple[bool, str | None, str | None]:
 
 
 def choose_binding(prefer: str | None = None) -> Binding:
-    """Pick the binding once per process (``prefer="sqlite3"`` forces stdlib, for tests)."""
+    """Pick the binding once per process.
+
+    ``prefer`` (or ``TDAI_SQLITE_BINDING``): ``sqlite3`` skips sqlean, ``novec`` also skips
+    sqlite-vec. Both exist to exercise the fallbacks a user's Python may force on us.
+    """
     global _binding
+    prefer = prefer or os.environ.get("TDAI_SQLITE_BINDING") or None
     with _binding_lock:
         if _binding is not None:
             return _binding

@@ -82,6 +82,19 @@ class GatewayProcess:
             time.sleep(0.1)
         raise TimeoutError(f"gateway not healthy after {timeout}s ({last}):\n{self.log()}")
 
+    def wait_embedded(self, timeout: float = 60.0) -> None:
+        """Wait until the background embedder has caught up with everything written so far."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            body = self.wait_healthy(timeout)
+            emb = body.get("embedding", {})
+            if emb.get("state") in ("disabled", "unavailable"):
+                return
+            if emb.get("state") == "ready" and emb.get("idle", True):
+                return
+            time.sleep(0.05)
+        raise TimeoutError("background embedding did not catch up")
+
     def log(self) -> str:
         try:
             return self.log_path.read_text("utf-8", "replace")[-8000:]

@@ -147,6 +147,9 @@ class Engine:
         reasons.extend(v.warnings)
         if v.last_error:
             reasons.append(f"background embedding failing: {v.last_error}")
+        query_error = v.query_error()
+        if query_error:
+            reasons.append(f"query embedding failing, recall keyword-only: {query_error}")
         if self.last_capture_error:
             reasons.append(f"last capture failed: {self.last_capture_error}")
         return reasons

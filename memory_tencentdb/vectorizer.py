@@ -36,6 +36,8 @@ class Vectorizer:
         self.warnings: list[str] = []
         self.state = "loading"  # loading | ready | disabled | unavailable
         self.last_error: str | None = None
+        self.last_query_error: tuple[float, str] | None = None
+        self._query_error_logged = 0.0
         self.pending = 0
         # False from a notify() until a full pass finds nothing left to embed.
         self.idle = False
@@ -169,6 +171,22 @@ class Vectorizer:
         if self.state != "ready":
             return {}
         out = {}
-        for emb in self.embedders:
-            out[emb.model_id] = np.asarray(emb.embed([text])[0], dtype=np.float32)
+        try:
+            for emb in self.embedders:
+                out[emb.model_id] = np.asarray(emb.embed([text])[0], dtype=np.float32)
+        except Exception as e:
+            now = time.monotonic()
+            if now - self._query_error_logged > 60:  # one line a minute, not one per request
+                log.warning("query embedding failed, recall is keyword-only: %s", e)
+                self._query_error_logged = now
+            self.last_query_error = (now, f"{type(e).__name__}: {e}")
+            raise
+        self.last_query_error = None
         return out
+
+    def query_error(self, within: float = 60.0) -> str | None:
+        """The last query-embedding failure, if it happened in the last ``within`` seconds."""
+        err = self.last_query_error
+        if err and time.monotonic() - err[0] < within:
+            return err[1]
+        return None

@@ -28,6 +28,9 @@ def _describe(errors: list[dict[str, Any]]) -> str:
     parts = []
     for err in errors[:10]:
         loc = [str(x) for x in err.get("loc", ()) if x != "body"]
+        if not loc and err.get("type") in ("model_attributes_type", "dict_type", "model_type"):
+            parts.append(f"JSON body must be an object, got {type(err.get('input')).__name__}")
+            continue
         where = ".".join(loc) or "body"
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(parts)

@@ -34,10 +34,6 @@ def _json(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]])
     ]
 
 
-class BodyTooLarge(Exception):
-    pass
-
-
 class GatewayGuard:
     def __init__(self, app: Any, api_key: str | None, cors_origins: list[str], max_body: int):
         self.app = app
@@ -120,18 +116,33 @@ class GatewayGuard:
 
         received = 0
         started = False
+        refused = False
 
         async def limited_receive() -> Any:
-            nonlocal received
+            # A streamed body without Content-Length: count as it arrives, answer 413 ourselves
+            # the moment it passes the limit, and tell the app the client went away.
+            nonlocal received, refused, started
             message = await receive()
-            if message["type"] == "http.request":
+            if message["type"] == "http.request" and not refused:
                 received += len(message.get("body", b""))
                 if received > self.max_body:
-                    raise BodyTooLarge()
+                    refused = True
+                    if not started:
+                        started = True
+                        await send_all(
+                            _json(
+                                413,
+                                {"error": f"Request body too large: limit {self.max_body} bytes"},
+                                cors,
+                            )
+                        )
+                    return {"type": "http.disconnect"}
             return message
 
         async def send_with_cors(message: Any) -> None:
             nonlocal started
+            if refused:
+                return  # the 413 already went out; drop whatever the app says after it
             if message["type"] == "http.response.start":
                 started = True
                 if cors:
@@ -140,13 +151,9 @@ class GatewayGuard:
 
         try:
             await self.app(scope, limited_receive, send_with_cors)
-        except BodyTooLarge:
-            if not started:
-                await send_all(
-                    _json(
-                        413, {"error": f"Request body too large: limit {self.max_body} bytes"}, cors
-                    )
-                )
+        except Exception:
+            if not refused:
+                raise
 
 
 def log_posture(host: str, api_key: str | None, cors: list[str]) -> None:

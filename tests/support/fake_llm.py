@@ -42,6 +42,8 @@ class FakeLLM:
         self.default_reply = default_reply
         self.script_file: Path | None = None
         self._script_used = 0
+        # Set to an HTTP status to make /embeddings fail (an embedding service outage).
+        self.embedding_failure: int | None = None
         self._lock = threading.Lock()
         handler = _make_handler(self)
         self.server = ThreadingHTTPServer((host, port), handler)
@@ -168,6 +170,9 @@ def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 self._send(200, json.dumps(_completion(body, reply)).encode())
 
         def _embeddings(self, body: dict[str, Any]) -> None:
+            if fake.embedding_failure:
+                self._send(fake.embedding_failure, b'{"error":{"message":"embeddings down"}}')
+                return
             inputs = body.get("input", [])
             if isinstance(inputs, str):
                 inputs = [inputs]

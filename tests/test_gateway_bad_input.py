@@ -1,0 +1,226 @@
+"""Bad input gets a clear 4xx naming the problem, and never disturbs what is stored."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from tests.support.gateway import GatewayProcess, free_port
+
+ROUTES = [
+    "/capture",
+    "/recall",
+    "/search/memories",
+    "/search/conversations",
+    "/session/end",
+    "/memories",
+]
+
+
+def _state(c: httpx.Client, scope: str) -> tuple:
+    h = c.get("/health").json()["counts"]
+    m = c.post("/search/memories", json={"query": "Rust", "scope": scope}).json()["items"]
+    v = c.post("/search/conversations", json={"query": "Rust", "scope": scope}).json()["items"]
+    return h, [i["id"] for i in m], [i["id"] for i in v]
+
+
+@pytest.fixture
+def seeded(shared_gateway: GatewayProcess, scope: str):
+    with shared_gateway.client() as c:
+        c.post(
+            "/memories",
+            json={
+                "content": "用户正在学习 Rust 语言",
+                "type": "persona",
+                "session_key": "s",
+                "scope": scope,
+            },
+        )
+        c.post(
+            "/capture",
+            json={
+                "session_key": "s",
+                "scope": scope,
+                "user_content": "Rust 的所有权好难",
+                "assistant_content": "慢慢来",
+            },
+        )
+        before = _state(c, scope)
+        yield c, before
+        assert _state(c, scope) == before
+
+
+def test_malformed_json_is_400(seeded):
+    c, _ = seeded
+    for route in ROUTES:
+        for raw in (b"{not json", b'{"query": "x",}', b"\xff\xfe", b"[1, 2"):
+            r = c.post(route, content=raw, headers={"content-type": "application/json"})
+            assert r.status_code == 400, (route, raw, r.text)
+            assert r.json()["error"].startswith("Invalid JSON body")
+        r = c.post(route, content=b"", headers={"content-type": "application/json"})
+        assert r.status_code in (400, 422), r.text
+        assert "error" in r.json()
+
+
+@pytest.mark.parametrize(
+    "route,body,needle",
+    [
+        ("/recall", {"session_key": "s"}, "query: Field required"),
+        ("/recall", {"query": "hi"}, "session_key: Field required"),
+        ("/recall", {"query": 42, "session_key": "s"}, "query: Input should be a valid string"),
+        (
+            "/recall",
+            {"query": "   ", "session_key": "s"},
+            "query: String should have at least 1 character",
+        ),
+        ("/capture", {"session_key": "s", "user_content": "hi"}, "assistant_content"),
+        (
+            "/capture",
+            {"user_content": "a", "assistant_content": "b"},
+            "session_key: Field required",
+        ),
+        (
+            "/capture",
+            {"session_key": "s", "messages": "nope"},
+            "messages: Input should be a valid list",
+        ),
+        (
+            "/capture",
+            {"session_key": "s", "messages": [{"content": "x"}]},
+            "messages.0.role: Field required",
+        ),
+        (
+            "/search/memories",
+            {"query": "x", "limit": "5"},
+            "limit: Input should be a valid integer",
+        ),
+        (
+            "/search/memories",
+            {"query": "x", "limit": 0},
+            "limit: Input should be greater than or equal to 1",
+        ),
+        ("/search/memories", {"query": "x", "type": "secret"}, "type: Input should be 'persona'"),
+        ("/search/conversations", {"limit": 3}, "query: Field required"),
+        ("/session/end", {}, "session_key: Field required"),
+        (
+            "/memories",
+            {"content": "x", "type": "fact", "session_key": "s"},
+            "type: Input should be",
+        ),
+        (
+            "/memories",
+            {"content": "", "type": "persona", "session_key": "s"},
+            "content: String should have",
+        ),
+        (
+            "/memories",
+            {"content": "x", "type": "persona", "session_key": "s", "priority": 500},
+            "priority",
+        ),
+        ("/recall", "null", "JSON body must be an object"),
+        ("/recall", [1, 2], "JSON body must be an object, got list"),
+    ],
+)
+def test_wrong_or_missing_fields_are_422(seeded, route, body, needle):
+    c, _ = seeded
+    if isinstance(body, str):
+        r = c.post(route, content=body.encode(), headers={"content-type": "application/json"})
+    else:
+        r = c.post(route, json=body)
+    assert r.status_code == 422, r.text
+    assert needle in r.json()["error"]
+
+
+def test_oversize_bodies_are_413(seeded):
+    c, _ = seeded
+    big = "长" * (400 * 1024)  # 1.2 MB of UTF-8, over the 1 MiB default
+    r = c.post("/capture", json={"session_key": "s", "user_content": big, "assistant_content": "x"})
+    assert r.status_code == 413 and "too large" in r.json()["error"]
+
+    def chunks():  # no Content-Length: the limit still applies while streaming
+        for _ in range(300):
+            yield b"x" * 4096
+
+    r = c.post("/memories", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_unknown_routes_and_methods(seeded):
+    c, _ = seeded
+    r = c.post("/nope", json={})
+    assert r.status_code == 404 and r.json()["error"] == "Not found: POST /nope"
+    r = c.get("/recall")
+    assert r.status_code == 405 and "error" in r.json()
+
+
+def test_openapi_lists_routes(shared_gateway: GatewayProcess):
+    with shared_gateway.client() as c:
+        spec = c.get("/openapi.json").json()
+    for route in [*ROUTES, "/health", "/seed", "/memories/{memory_id}"]:
+        assert route in spec["paths"], route
+
+
+def test_seed_validates_and_writes_a_separate_dir(shared_gateway: GatewayProcess, scope: str):
+    with shared_gateway.client() as c:
+        bad = c.post(
+            "/seed",
+            json={
+                "data": {"sessions": [{"sessionKey": "", "conversations": [[{"role": "user"}]]}]}
+            },
+        )
+        good = c.post(
+            "/seed",
+            json={
+                "data": [
+                    {
+                        "sessionKey": "imported",
+                        "conversations": [
+                            [
+                                {"role": "user", "content": "我喜欢爬山"},
+                                {"role": "assistant", "content": "很好"},
+                            ],
+                            [
+                                {"role": "user", "content": "I also like kayaking"},
+                                {"role": "assistant", "content": "Nice"},
+                            ],
+                        ],
+                    }
+                ],
+                "scope": scope,
+            },
+        )
+    assert bad.status_code == 400
+    stages = {e["stage"] for e in bad.json()["validation_errors"]}
+    assert stages == {"session", "message"}
+    assert good.status_code == 200, good.text
+    body = good.json()
+    assert (body["sessions_processed"], body["rounds_processed"], body["l0_recorded"]) == (1, 2, 4)
+    out = body["output_dir"]
+    assert out.startswith(str(shared_gateway.data_dir)) and "seed-" in out
+
+
+def test_bad_config_stops_startup_naming_the_field(tmp_path):
+    gw = GatewayProcess(tmp_path / "d", env={"TDAI_MEMORY__RECALL__MAX_RESULTS": "lots"})
+    done = subprocess.run(
+        [sys.executable, "-m", "memory_tencentdb", "serve"],
+        env=gw.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "memory.recall.maxResults" in done.stderr
+    assert "TDAI_MEMORY__RECALL__MAX_RESULTS" in done.stderr
+
+    (tmp_path / "tdai-gateway.yaml").write_text("server:\n  port: [oops\n", "utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "memory_tencentdb", "serve", "--port", str(free_port())],
+        env={**gw.env(), "TDAI_GATEWAY_CONFIG": str(tmp_path / "tdai-gateway.yaml")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "tdai-gateway.yaml" in done.stderr

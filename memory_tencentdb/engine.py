@@ -185,6 +185,7 @@ class Engine:
                 "state": v.state,
                 "pending": v.pending,
                 "idle": v.idle,
+                "vectors": self.store.vector_counts(),
             },
             "llm": {
                 "configured": self.settings.llm_configured,

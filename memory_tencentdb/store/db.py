@@ -435,12 +435,10 @@ class Store:
         if index is not None:
             index.add([(rowid, scope, vec) for rowid, scope, _, vec in items])
 
-    def vector_count(self, model: str) -> int:
-        return (
-            self.reader()
-            .execute("SELECT count(*) FROM vectors WHERE model = ?", (model,))
-            .fetchone()[0]
-        )
+    def vector_counts(self) -> dict[str, int]:
+        """Stored vectors per model id, old models included (they are never dropped)."""
+        rows = self.reader().execute("SELECT model, count(*) FROM vectors GROUP BY model")
+        return dict(rows.fetchall())
 
     def open_index(self, layer: str, model: str, dim: int, backend: str) -> VectorIndex:
         """Build (or attach) the index for ``layer`` x ``model`` from the stored vectors."""

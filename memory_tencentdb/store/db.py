@@ -92,7 +92,7 @@ class Store:
         self._readers_lock = threading.Lock()
         self._indexes: dict[tuple[str, str], VectorIndex] = {}
         self._index_lock = threading.Lock()
-        self._set_meta("tokenizer", tokenize.TOKENIZER_ID)
+        self._check_tokenizer()
 
     # ----------------------------------------------------------------- connections
 
@@ -124,6 +124,34 @@ class Store:
                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
             )
+
+    def _check_tokenizer(self) -> None:
+        """Query tokens must match index tokens: re-tokenize if the tokenizer changed."""
+        built_with = self.get_meta("tokenizer")
+        if built_with not in (None, tokenize.TOKENIZER_ID):
+            log.warning(
+                "tokenizer changed (%s -> %s): rebuilding the keyword index",
+                built_with,
+                tokenize.TOKENIZER_ID,
+            )
+            self.rebuild_fts()
+        self._set_meta("tokenizer", tokenize.TOKENIZER_ID)
+
+    def rebuild_fts(self) -> None:
+        def write(conn: Any) -> None:
+            conn.execute("DELETE FROM l0_fts")
+            conn.execute("DELETE FROM l1_fts")
+            for table, fts, where in (
+                ("l0_messages", "l0_fts", ""),
+                ("l1_memories", "l1_fts", " WHERE status = 'active'"),
+            ):
+                rows = conn.execute(f"SELECT rowid, content FROM {table}{where}").fetchall()
+                conn.executemany(
+                    f"INSERT INTO {fts} (rowid, tok) VALUES (?, ?)",
+                    [(r, tokenize.index_text(c)) for r, c in rows],
+                )
+
+        self._transaction(write)
 
     def get_meta(self, key: str) -> str | None:
         row = self.reader().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

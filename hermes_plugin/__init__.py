@@ -1,0 +1,23 @@
+"""memory-tencentdb as a Hermes memory provider (MemoryProvider ``memory_tencentdb``).
+
+Install: symlink this folder to ``$HERMES_HOME/plugins/memory_tencentdb`` and set
+``memory: {provider: memory_tencentdb}`` in ``$HERMES_HOME/config.yaml``
+(``scripts/install-hermes.sh`` does both). Everything else is found automatically.
+Standard library + httpx only; the engine runs in the gateway process, never in Hermes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import hooks
+from .provider import MemoryTencentdbProvider
+
+__all__ = ["MemoryTencentdbProvider", "register"]
+
+
+def register(ctx: Any) -> None:
+    """Hermes entry point: hand over a (cheap, inert) provider and attach the tool hook."""
+    if hasattr(ctx, "register_memory_provider"):
+        ctx.register_memory_provider(MemoryTencentdbProvider())
+    hooks.install(ctx)

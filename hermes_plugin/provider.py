@@ -1,0 +1,553 @@
+"""The Hermes ``MemoryProvider``: Hermes's lifecycle mapped onto the gateway's HTTP routes.
+
+Why each method looks the way it does is tied to Hermes 0.19.0's observed behaviour
+(hermes-host.md §2b): ``prefetch`` runs once per turn in a thread Hermes abandons after 8 s, so
+it answers within its own budget; ``sync_turn`` runs on Hermes's shared worker, so it only
+enqueues; ``on_session_end`` fires several times per session, so it is idempotent; Hermes
+passes ``session_id=""`` to prefetch, so the provider keeps its own ids; the system prompt is
+built once, before the gateway may be up, so the stable memory part rides along with per-turn
+recall until a system prompt carries it. No method raises into Hermes and none waits on the
+gateway beyond a bounded budget.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from . import hooks
+from .client import GatewayRejected, GatewayUnavailable
+from .config import Settings, config_schema, save
+from .link import Gateway, connect
+from .supervisor import STARTING, UP, data_dir, find_gateway_command
+from .turns import (
+    MAX_CONTENT_CHARS,
+    chunks,
+    now_ms,
+    to_capture_messages,
+    tool_record_messages,
+    turn_slice,
+)
+from .worker import Job, OrderedWorker
+
+try:
+    from agent.memory_provider import MemoryProvider  # type: ignore[import-not-found]
+except ImportError:  # outside Hermes (unit tests, benchmarks): a plain base class is enough
+
+    class MemoryProvider:  # type: ignore[no-redef]
+        """Stand-in for Hermes's ABC when Hermes is not installed."""
+
+
+log = logging.getLogger("hermes_memory_tencentdb")
+
+PROVIDER_NAME = "memory_tencentdb"
+MEMORY_SEARCH = "memory_tencentdb_memory_search"
+CONVERSATION_SEARCH = "memory_tencentdb_conversation_search"
+TOOL_TIMEOUT_S = 10.0
+PREFETCH_CAP_S = 7.0
+MAX_QUERY_CHARS = 4000
+SHUTDOWN_START_WAIT_S = 10.0
+SHUTDOWN_DRAIN_S = 8.0
+STABLE_QUERY = "who is the user: profile, preferences, standing instructions, ongoing work"
+MEMORY_TYPES = ("persona", "episodic", "instruction")
+
+GUIDE = (
+    "## Long-term memory (memory_tencentdb)\n"
+    "Memories from earlier conversations are recalled automatically and shown in a "
+    "memory-context block next to the user's message: use them as background knowledge, and prefer "
+    "what the user says now when the two disagree. To look further back, call "
+    f"`{MEMORY_SEARCH}` (facts, preferences, instructions) or `{CONVERSATION_SEARCH}` "
+    "(earlier messages, verbatim)."
+)
+
+
+def _limit(value: Any, default: int = 5) -> int:
+    """Coerce a model-supplied limit to 1..20 (models send strings, floats, nonsense)."""
+    try:
+        n = int(float(value))
+    except (TypeError, ValueError):
+        n = default
+    return max(1, min(20, n))
+
+
+def _tool_schemas() -> list[dict[str, Any]]:
+    limit = {
+        "type": "integer",
+        "description": "How many results to return (1-20, default 5).",
+        "minimum": 1,
+        "maximum": 20,
+    }
+    return [
+        {
+            "name": MEMORY_SEARCH,
+            "description": (
+                "Search long-term memory: facts, preferences and instructions distilled from "
+                "earlier conversations with this user. Use when the recalled context is not "
+                "enough."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look for."},
+                    "limit": limit,
+                    "type": {
+                        "type": "string",
+                        "enum": list(MEMORY_TYPES),
+                        "description": "Only memories of this kind (optional).",
+                    },
+                },
+                "required": ["query"],
+            },
+        },
+        {
+            "name": CONVERSATION_SEARCH,
+            "description": (
+                "Search the raw messages of earlier conversations (including tool calls) when "
+                "the exact wording or a detail matters."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look for."},
+                    "limit": limit,
+                },
+                "required": ["query"],
+            },
+        },
+    ]
+
+
+def _attach_log_file(settings: Settings) -> None:
+    """Log to $HERMES_HOME/logs/memory_tencentdb/provider.log (once per file per process)."""
+    from .state import shared
+
+    path = settings.log_dir / "provider.log"
+    st = shared()
+    with st.lock:
+        if str(path) in st.log_files:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(path, encoding="utf-8")
+        except OSError:
+            return
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handler.setLevel(logging.INFO)
+        log.addHandler(handler)
+        if log.level == logging.NOTSET or log.level > logging.INFO:
+            log.setLevel(logging.INFO)
+        st.log_files.add(str(path))
+
+
+class MemoryTencentdbProvider(MemoryProvider):
+    """memory-tencentdb as Hermes's external memory provider."""
+
+    def __init__(self) -> None:
+        # Hermes builds providers for listings and status checks too: no threads, no I/O here.
+        self._lock = threading.Lock()
+        self._gw: Gateway | None = None
+        self._worker: OrderedWorker | None = None
+        self._hermes_session = ""
+        self._session_key = ""
+        self._session_id = ""
+        self._scope = "default"
+        self._user_id = ""
+        self._read_only = False
+        self._ended = True  # nothing captured yet, so nothing to end
+        self._last_ts = 0
+        self._stable_in_system = False
+        self._tool_records: deque[dict[str, Any]] = deque(maxlen=200)
+        self._initialized = False
+        self._closed = False
+        self.last_prefetch_ms = 0.0
+        self.tool_calls_seen = 0
+
+    # -- identity ----------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return PROVIDER_NAME
+
+    def is_available(self) -> bool:
+        """True if a gateway answers or one can be started; cheap, starts nothing."""
+        try:
+            settings = Settings.load()
+            if settings.auto_start and find_gateway_command(settings) is not None:
+                return True
+            from .client import GatewayClient
+
+            probe = GatewayClient(settings.base_url, settings.api_key)
+            try:
+                return probe.health(0.3) is not None
+            finally:
+                probe.close()
+        except Exception:
+            log.debug("memory_tencentdb: availability check failed", exc_info=True)
+            return False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def initialize(self, session_id: str, **kwargs: Any) -> None:
+        """Bind to Hermes's session, start the gateway in the background; returns at once."""
+        settings = Settings.load(kwargs.get("hermes_home"))
+        _attach_log_file(settings)
+        gw = connect(settings)
+        hermes_session = str(session_id or "") or f"hermes-{uuid.uuid4().hex[:12]}"
+        profile = str(kwargs.get("agent_identity") or "default")
+        user_id = str(kwargs.get("user_id") or "")
+        with self._lock:
+            # Initialising twice must not take a second reference on the gateway.
+            already = self._initialized and not self._closed and self._gw is gw
+            self._gw = gw
+            self._hermes_session = hermes_session
+            self._session_key = self._session_id = hermes_session
+            self._user_id = user_id
+            self._scope = settings.scope or (
+                f"hermes:{profile}:{user_id}" if user_id else f"hermes:{profile}"
+            )
+            # Cron and flush agents must not write into the user's memory.
+            self._read_only = str(kwargs.get("agent_context") or "primary") != "primary"
+            if self._worker is None or not already:
+                self._worker = OrderedWorker(
+                    "memory-tencentdb-writer", on_unavailable=gw.supervisor.notice_failure
+                )
+            self._initialized = True
+            self._closed = False
+        hooks.route(hermes_session, self)
+        if not already:
+            gw.supervisor.acquire()
+        gw.supervisor.ensure_started()
+        log.info(
+            "memory_tencentdb: session %s scope %s gateway %s",
+            hermes_session,
+            self._scope,
+            settings.base_url,
+        )
+
+    def shutdown(self) -> None:
+        """Deliver queued writes (bounded), then let the supervisor stop what it started."""
+        with self._lock:
+            if self._closed or not self._initialized:
+                return
+            self._closed = True
+            gw, worker = self._gw, self._worker
+        if worker is not None:
+            if gw is not None and worker.pending() and gw.supervisor.state == STARTING:
+                # A quick `hermes chat -q` can end before the gateway it launched is up; its
+                # turn is worth a bounded wait (Hermes's exit watchdog allows 30 s).
+                gw.supervisor.wait_until_settled(SHUTDOWN_START_WAIT_S)
+            worker.close(SHUTDOWN_DRAIN_S)
+        hooks.unroute(self._hermes_session, self)
+        if gw is not None:
+            gw.supervisor.release()
+
+    # -- prompt and recall -------------------------------------------------------------------
+
+    def _base(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "session_key": self._session_key,
+            "session_id": self._session_id,
+            "scope": self._scope,
+        }
+        if self._user_id:
+            body["user_id"] = self._user_id
+        return body
+
+    def _recall_body(self, query: str) -> dict[str, Any]:
+        # The gateway's tool guide should name the tools as Hermes shows them; a pasted
+        # novel is not a better query than its beginning.
+        names = {"memory_search": MEMORY_SEARCH, "conversation_search": CONVERSATION_SEARCH}
+        return {**self._base(), "query": query[:MAX_QUERY_CHARS], "tool_names": names}
+
+    def system_prompt_block(self) -> str:
+        """The tool guide, plus the gateway's stable part (persona, scenes) when it is up."""
+        gw = self._gw
+        if gw is None or self._closed:
+            return GUIDE
+        self._stable_in_system = False
+        if gw.supervisor.state != UP:
+            return GUIDE  # not up yet: prefetch carries the stable part instead
+        try:
+            out = gw.client.recall(
+                self._recall_body(STABLE_QUERY), min(1.0, gw.settings.recall_budget_s)
+            )
+        except (GatewayUnavailable, GatewayRejected):
+            return GUIDE
+        stable = str(out.get("append_system_context") or "").strip()
+        self._stable_in_system = bool(stable)
+        return f"{GUIDE}\n\n{stable}" if stable else GUIDE
+
+    def prefetch(self, query: str, *, session_id: str = "") -> str:
+        """This turn's memories from /recall, within the recall budget; "" on any trouble."""
+        t0 = time.perf_counter()
+        try:
+            return self._prefetch(query)
+        except Exception:
+            log.debug("memory_tencentdb: prefetch failed", exc_info=True)
+            return ""
+        finally:
+            self.last_prefetch_ms = (time.perf_counter() - t0) * 1000
+
+    def _prefetch(self, query: str) -> str:
+        gw = self._gw
+        if gw is None or self._closed or not query or not query.strip():
+            return ""
+        budget = gw.settings.recall_budget_s
+        if gw.supervisor.state == STARTING:
+            # Only right after we launched the gateway: worth a bounded wait on the first turn,
+            # but wait + recall together stay under PREFETCH_CAP_S, below Hermes's 8 s.
+            t0 = time.monotonic()
+            gw.supervisor.wait_until_settled(gw.settings.startup_wait_s)
+            budget = max(0.05, min(budget, PREFETCH_CAP_S - (time.monotonic() - t0)))
+        try:
+            out = self._recall_once(gw, query, budget)
+        except GatewayUnavailable:
+            gw.supervisor.notice_failure()
+            return ""
+        except GatewayRejected as exc:
+            log.info("memory_tencentdb: recall rejected: %s", exc)
+            return ""
+        per_turn = str(out.get("prepend_context") or "").strip()
+        stable = str(out.get("append_system_context") or "").strip()
+        if "prepend_context" not in out and "append_system_context" not in out:
+            per_turn = str(out.get("context") or "").strip()  # an older gateway
+        parts = []
+        if stable and not self._stable_in_system:
+            parts.append(stable)
+        if per_turn:
+            parts.append(per_turn)
+        return "\n\n".join(parts)
+
+    def _recall_once(self, gw: Gateway, query: str, budget: float) -> dict[str, Any]:
+        """POST /recall; if a half-open probe is in flight, wait for its verdict within budget."""
+        t0 = time.monotonic()
+        try:
+            return gw.client.recall(self._recall_body(query), budget)
+        except GatewayUnavailable:
+            if gw.breaker.state != "half_open":
+                raise
+        if not gw.breaker.wait_for_probe(budget * 0.6):
+            raise GatewayUnavailable("circuit breaker open")
+        remaining = budget - (time.monotonic() - t0)
+        if remaining < 0.05:
+            raise GatewayUnavailable("recall budget spent waiting for the probe")
+        return gw.client.recall(self._recall_body(query), remaining)
+
+    def queue_prefetch(self, query: str, *, session_id: str = "") -> None:
+        """Recall is fast enough to run at turn start, so nothing is prepared in advance."""
+
+    def on_turn_start(self, turn_number: int, message: str, **kwargs: Any) -> None:
+        gw = self._gw
+        if gw is not None and not self._closed and gw.supervisor.state not in (UP, STARTING):
+            gw.supervisor.notice_failure()  # throttled background restart, never blocks
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _submit(self, kind: str, fn: Any, max_age_s: float = 60.0) -> None:
+        worker = self._worker
+        if worker is not None and not self._closed:
+            worker.submit(Job(kind, fn, max_age_s))
+
+    def sync_turn(
+        self,
+        user_content: str,
+        assistant_content: str,
+        *,
+        session_id: str = "",
+        messages: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Queue this turn (user, tool calls, tool results, reply) for /capture; never blocks."""
+        try:
+            self._sync_turn(user_content, assistant_content, messages)
+        except Exception:
+            log.warning("memory_tencentdb: could not queue capture", exc_info=True)
+
+    def _sync_turn(
+        self, user_content: str, assistant_content: str, messages: list[dict[str, Any]] | None
+    ) -> None:
+        gw = self._gw
+        if gw is None or self._closed or self._read_only:
+            return
+        snapshot = list(messages) if messages else []
+        turn = turn_slice(snapshot, user_content or "", assistant_content or "") if snapshot else []
+        if not turn:
+            turn = [
+                {"role": "user", "content": user_content or ""},
+                {"role": "assistant", "content": assistant_content or ""},
+            ]
+        with self._lock:
+            records = list(self._tool_records)
+            self._tool_records.clear()
+        known = {
+            str(c.get("id"))
+            for m in turn
+            if m.get("role") == "assistant"
+            for c in (m.get("tool_calls") or [])
+            if isinstance(c, dict)
+        }
+        extra = tool_record_messages(records, known)
+        if extra:
+            turn = turn[:1] + extra + turn[1:]
+        with self._lock:
+            first = max(now_ms(), self._last_ts + 1)
+            captured = to_capture_messages(turn, first)
+            if not captured:
+                return
+            self._last_ts = captured[-1]["timestamp"]
+            self._ended = False
+            base = self._base()
+        for batch in chunks(captured):
+            body = {**base, "messages": batch}
+            self._submit("capture", lambda body=body: gw.client.capture(body))
+
+    def record_tool_call(self, payload: dict[str, Any]) -> None:
+        """From the post_tool_call hook (turn thread): remember the call for this turn's capture."""
+        if not self._initialized or self._closed or self._read_only:
+            return
+        result = payload.get("result")
+        text = result if isinstance(result, str) else json.dumps(result, default=str)
+        record = {
+            "tool_name": payload.get("tool_name", ""),
+            "args": payload.get("args", {}),
+            "result": text[:MAX_CONTENT_CHARS],
+            "status": payload.get("status", ""),
+            "duration_ms": payload.get("duration_ms", 0),
+            "tool_call_id": payload.get("tool_call_id", ""),
+        }
+        with self._lock:
+            self._tool_records.append(record)
+            self.tool_calls_seen += 1
+
+    def on_session_end(self, messages: list[dict[str, Any]]) -> None:
+        """Queue /session/end once per captured stretch (Hermes may call this several times)."""
+        with self._lock:
+            if self._ended or self._gw is None or self._closed or self._read_only:
+                return
+            self._ended = True
+            body = self._base()
+            gw = self._gw
+        self._submit("session_end", lambda: gw.client.session_end(body), max_age_s=30.0)
+
+    def on_session_switch(
+        self,
+        new_session_id: str,
+        *,
+        parent_session_id: str = "",
+        reset: bool = False,
+        rewound: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        """Follow Hermes to a new session id; a reset ends the old session and clears buffers."""
+        if not new_session_id or self._gw is None or self._closed:
+            return
+        if reset:
+            self.on_session_end([])  # no-op if Hermes already ended it
+        with self._lock:
+            old = self._hermes_session
+            if rewound and new_session_id == old:
+                self._tool_records.clear()
+                return
+            continuing = not reset and kwargs.get("reason") == "compression"
+            if not continuing:
+                self._session_key = new_session_id
+                self._ended = True
+                self._tool_records.clear()
+            self._session_id = new_session_id
+            self._hermes_session = new_session_id
+        if old != new_session_id:
+            hooks.unroute(old, self)
+        hooks.route(new_session_id, self)
+
+    def on_memory_write(
+        self,
+        action: str,
+        target: str,
+        content: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Mirror Hermes's built-in memory tool: user facts become persona, notes episodic."""
+        gw = self._gw
+        if gw is None or self._closed or self._read_only:
+            return
+        if action not in ("add", "replace") or not (content or "").strip():
+            return  # the gateway has no delete route yet; removals stay Hermes-side
+        meta = {k: v for k, v in (metadata or {}).items() if isinstance(v, (str, int, float, bool))}
+        body = {
+            **self._base(),
+            "content": content.strip(),
+            "type": "persona" if target == "user" else "episodic",
+            "metadata": {
+                **meta,
+                "source": "hermes_memory_tool",
+                "action": action,
+                "target": target,
+            },
+        }
+        self._submit("memory_write", lambda: gw.client.add_memory(body))
+
+    def on_pre_compress(self, messages: list[dict[str, Any]]) -> str:
+        """Tell the summariser the dropped turns stay searchable (no network on the turn thread)."""
+        if self._gw is None or self._closed or self._read_only:
+            return ""
+        return (
+            "The full text of these messages is kept in long-term memory (memory_tencentdb); "
+            f"details dropped from the summary can be found again with `{CONVERSATION_SEARCH}`."
+        )
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        return _tool_schemas()
+
+    def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        """Search tools → /search/*; the gateway's JSON verbatim, or a JSON error the model can read."""
+        gw = self._gw
+        if gw is None or self._closed:
+            return json.dumps({"error": "memory_tencentdb is not initialised"})
+        args = args if isinstance(args, dict) else {}
+        query = str(args.get("query") or "").strip()
+        if not query:
+            return json.dumps({"error": "query is required"})
+        body: dict[str, Any] = {
+            "query": query,
+            "limit": _limit(args.get("limit")),
+            "scope": self._scope,
+        }
+        if self._user_id:
+            body["user_id"] = self._user_id
+        try:
+            if tool_name == MEMORY_SEARCH:
+                if args.get("type") in MEMORY_TYPES:
+                    body["type"] = args["type"]
+                out = gw.client.search_memories(body, TOOL_TIMEOUT_S)
+            elif tool_name == CONVERSATION_SEARCH:
+                out = gw.client.search_conversations(body, TOOL_TIMEOUT_S)
+            else:
+                return json.dumps({"error": f"unknown tool {tool_name}"})
+        except GatewayUnavailable:
+            gw.supervisor.notice_failure()
+            return json.dumps(
+                {"error": "long-term memory is unavailable right now; continue without it"}
+            )
+        except GatewayRejected as exc:
+            return json.dumps({"error": f"memory search rejected: {exc}"})
+        return json.dumps(out, ensure_ascii=False)
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def get_config_schema(self) -> list[dict[str, Any]]:
+        return config_schema()
+
+    def save_config(self, values: dict[str, Any], hermes_home: str) -> None:
+        save(values, hermes_home)
+
+    def backup_paths(self) -> list[str]:
+        """The gateway's data lives outside HERMES_HOME; let ``hermes backup`` take it along."""
+        path: Path = data_dir()
+        return [str(path)] if path.is_dir() else []

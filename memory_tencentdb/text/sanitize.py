@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-# Tags we (or the original) inject; any of them in stored text is escaped on the way out.
-OUR_TAGS = (
+# Blocks we (or the original) inject into prompts: stripped from anything captured.
+INJECTED_BLOCKS = (
     "relevant-memories",
     "user-persona",
     "relevant-scenes",
@@ -24,23 +24,13 @@ OUR_TAGS = (
     "current_task_context",
     "history_task_context",
     "memory-context",
-    "system",
-    "assistant",
-    "user",
 )
+# Any of these in stored text is escaped on the way back into a prompt.
+OUR_TAGS = (*INJECTED_BLOCKS, "system", "assistant", "user")
 
 _STRIP_BLOCKS = [
     re.compile(rf"<{tag}\b[^>]*>.*?</{tag}\s*>", re.DOTALL | re.IGNORECASE)
-    for tag in (
-        "relevant-memories",
-        "user-persona",
-        "relevant-scenes",
-        "scene-navigation",
-        "memory-tools-guide",
-        "current_task_context",
-        "history_task_context",
-        "memory-context",
-    )
+    for tag in INJECTED_BLOCKS
 ]
 # An unterminated opening tag (a truncated injection) takes everything after it.
 _STRIP_OPEN = re.compile(

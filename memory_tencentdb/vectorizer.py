@@ -19,6 +19,7 @@ import numpy as np
 
 from memory_tencentdb.embedding import EmbeddingError, load_embedders
 from memory_tencentdb.store.db import Store
+from memory_tencentdb.text.embedding_text import for_embedding
 
 log = logging.getLogger("memory_tencentdb.embedding")
 
@@ -144,7 +145,7 @@ class Vectorizer:
         return worked
 
     def _embed_rows(self, emb: Any, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
-        vecs = emb.embed([text for _, _, _, text in rows])
+        vecs = emb.embed([for_embedding(layer, text) for _, _, _, text in rows])
         items = [
             (rowid, scope, h, np.asarray(vec, dtype=np.float32))
             for (rowid, scope, h, _), vec in zip(rows, vecs, strict=True)

@@ -27,6 +27,7 @@ from memory_tencentdb.store.connection import Binding, choose_binding, connect
 from memory_tencentdb.store.migrations import migrate
 from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index, VectorIndex, vec0_table_name
 from memory_tencentdb.text import tokenize
+from memory_tencentdb.text.embedding_text import hash_input
 
 log = logging.getLogger("memory_tencentdb.store")
 
@@ -215,7 +216,7 @@ class Store:
                     int(r.get("timestamp") or 0),
                     r.get("recordedAt", ""),
                     rel_file,
-                    text_hash(content),
+                    text_hash(hash_input("l0", content)),
                     json.dumps(r.get("extra") or {}, ensure_ascii=False),
                 )
             )
@@ -305,7 +306,7 @@ class Store:
             "superseded_by": r.get("superseded_by") or "",
             "origin": r.get("origin") or "api",
             "file": rel_file,
-            "text_hash": text_hash(content),
+            "text_hash": text_hash(hash_input("l1", content)),
         }
         tok = tokenize.index_text(content)
         cols = ", ".join(values)
@@ -486,7 +487,8 @@ class Store:
                     for batch in self._vectors_of(layer, model, dim):
                         index.add(batch)
             else:
-                index = NumpyIndex(dim)
+                # Centring is measured for L1 memories only; messages are left as they are.
+                index = NumpyIndex(dim, centre=layer == "l1")
                 for batch in self._vectors_of(layer, model, dim):
                     index.add(batch)
             self._indexes[key] = index

@@ -37,11 +37,17 @@ class _ScopeMatrix:
     ids: np.ndarray = field(init=False)
     alive: np.ndarray = field(init=False)
     n: int = 0
+    # Running sum and count of the live rows, for the scope's mean vector (centring).
+    total: np.ndarray = field(init=False)
+    live: int = 0
+    version: int = 0
+    cached: tuple[int, np.ndarray, np.ndarray] | None = None  # (version, mean, mat @ mean)
 
     def __post_init__(self) -> None:
         self.mat = np.zeros((64, self.dim), dtype=np.float32)
         self.ids = np.zeros(64, dtype=np.int64)
         self.alive = np.zeros(64, dtype=bool)
+        self.total = np.zeros(self.dim, dtype=np.float64)
 
     def append(self, rowid: int, vec: np.ndarray) -> int:
         if self.n == len(self.ids):
@@ -54,16 +60,39 @@ class _ScopeMatrix:
         self.ids[self.n] = rowid
         self.alive[self.n] = True
         self.n += 1
+        self.total += vec
+        self.live += 1
+        self.version += 1
         return self.n - 1
+
+    def kill(self, pos: int) -> None:
+        if self.alive[pos]:
+            self.alive[pos] = False
+            self.total -= self.mat[pos]
+            self.live -= 1
+            self.version += 1
+
+
+# How many memories' worth of weight the all-scopes mean gets when a scope's own mean is
+# estimated: a scope with 3 memories is centred mostly on the global mean, one with 1000 on its
+# own (a shrinkage estimator; a mean of very few vectors would distort every score).
+PRIOR_WEIGHT = 10
 
 
 class NumpyIndex:
-    """Exact cosine search with a per-scope matrix (rows are L2-normalised: dot = cosine)."""
+    """Exact cosine search with a per-scope matrix (rows are L2-normalised: dot = cosine).
+
+    With ``centre=True`` the score is the cosine of ``q - mu`` and ``m - mu``, where ``mu`` is the
+    mean of the scope's stored vectors. Small embedding models put every text in a narrow cone
+    (e5 cosines bunch at 0.8-0.9); removing the shared direction lets the differences decide.
+    Measured on our zero-overlap set it lifts hybrid R@5 and brings the flagship into the top 5.
+    """
 
     kind = "numpy"
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, centre: bool = False) -> None:
         self.dim = dim
+        self.centre = centre
         self._scopes: dict[str, _ScopeMatrix] = {}
         self._where: dict[int, tuple[str, int]] = {}
         self._lock = threading.Lock()
@@ -76,7 +105,7 @@ class NumpyIndex:
             for rowid, scope, vec in items:
                 if rowid in self._where:
                     old_scope, pos = self._where[rowid]
-                    self._scopes[old_scope].alive[pos] = False
+                    self._scopes[old_scope].kill(pos)
                 sm = self._scopes.get(scope)
                 if sm is None:
                     sm = self._scopes[scope] = _ScopeMatrix(self.dim)
@@ -87,7 +116,7 @@ class NumpyIndex:
             for rowid in rowids:
                 where = self._where.pop(rowid, None)
                 if where:
-                    self._scopes[where[0]].alive[where[1]] = False
+                    self._scopes[where[0]].kill(where[1])
 
     def search(self, scope: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         with self._lock:
@@ -95,7 +124,11 @@ class NumpyIndex:
             if sm is None or sm.n == 0:
                 return []
             mat, ids, alive = sm.mat[: sm.n], sm.ids[: sm.n], sm.alive[: sm.n]
-            sims = mat @ query.astype(np.float32, copy=False)
+            query = query.astype(np.float32, copy=False)
+            if self.centre and sm.live >= 2:
+                sims = self._centred_scores(sm, mat, query)
+            else:
+                sims = mat @ query
         sims = np.where(alive, sims, -np.inf)
         k = min(k, int(alive.sum()))
         if k <= 0:
@@ -103,6 +136,24 @@ class NumpyIndex:
         top = np.argpartition(-sims, k - 1)[:k] if k < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top])]
         return [(int(ids[i]), float(sims[i])) for i in top if np.isfinite(sims[i])]
+
+    def _mean(self, sm: _ScopeMatrix) -> np.ndarray:
+        g_total = sum((m.total for m in self._scopes.values()), np.zeros(self.dim))
+        g_live = sum(m.live for m in self._scopes.values())
+        prior = g_total / g_live if g_live else np.zeros(self.dim)
+        return ((sm.total + PRIOR_WEIGHT * prior) / (sm.live + PRIOR_WEIGHT)).astype(np.float32)
+
+    def _centred_scores(self, sm: _ScopeMatrix, mat: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """cos(q - mu, m - mu) for every row, from mat @ q and a cached mat @ mu."""
+        if sm.cached is None or sm.cached[0] != sm.version:
+            mu = self._mean(sm)
+            sm.cached = (sm.version, mu, mat @ mu)
+        _, mu, m_mu = sm.cached
+        mu_sq = float(mu @ mu)
+        q_c = q - mu
+        q_norm = float(np.linalg.norm(q_c)) or 1.0
+        m_norm = np.sqrt(np.maximum(1.0 - 2.0 * m_mu + mu_sq, 1e-9))
+        return ((mat @ q_c) - float(mu @ q_c)) / (m_norm * q_norm)
 
 
 def vec0_table_name(kind: str, model: str) -> str:

@@ -1,0 +1,113 @@
+// Plugin config: defaults, gentle coercion and warnings. OpenClaw validates the user's config
+// against the manifest schema and one violation makes the whole openclaw.json invalid, so the
+// schema accepts anything and this module decides: a bad or unknown value is a warning and the
+// default, never an error.
+
+export const DEFAULTS = Object.freeze({
+  host: "127.0.0.1",
+  port: 8420,
+  apiKey: "",
+  recall: { enabled: true, timeoutMs: 2_500, maxChars: 8_000 },
+  capture: { enabled: true, timeoutMs: 5_000 },
+  tools: { enabled: true, timeoutMs: 8_000 },
+  sessionEnd: { enabled: true, timeoutMs: 1_500 },
+  breaker: { failureThreshold: 3, cooldownMs: 30_000 },
+  // Turns started by these triggers are neither recalled nor captured: they are not the user talking.
+  skipTriggers: ["cron", "heartbeat", "memory", "overflow"],
+  excludeAgents: [],
+  autoStart: {
+    enabled: false,
+    command: "memory-tencentdb",
+    args: ["serve"],
+    cwd: "",
+    readyTimeoutMs: 20_000,
+  },
+});
+
+/** Returns { config, warnings }: config is complete and typed, warnings are human sentences. */
+export function resolveConfig(raw) {
+  const warnings = [];
+  const input = isObject(raw) ? raw : {};
+  if (raw !== undefined && raw !== null && !isObject(raw)) {
+    warnings.push("plugin config is not an object; using defaults");
+  }
+  const config = merge(DEFAULTS, input, "", warnings);
+  return { config, warnings };
+}
+
+export function baseUrlOf(config) {
+  const host = config.host.includes(":") && !config.host.startsWith("[") ? `[${config.host}]` : config.host;
+  return `http://${host}:${config.port}`;
+}
+
+function merge(defaults, input, prefix, warnings) {
+  const out = {};
+  for (const [key, fallback] of Object.entries(defaults)) {
+    const path = prefix + key;
+    const value = input[key];
+    if (value === undefined || value === null) {
+      out[key] = clone(fallback);
+    } else if (isObject(fallback)) {
+      if (isObject(value)) {
+        out[key] = merge(fallback, value, `${path}.`, warnings);
+      } else {
+        warnings.push(`config "${path}" should be an object; using defaults`);
+        out[key] = clone(fallback);
+      }
+    } else {
+      out[key] = coerce(value, fallback, path, warnings);
+    }
+  }
+  for (const key of Object.keys(input)) {
+    if (!(key in defaults)) warnings.push(`unknown config key "${prefix}${key}" ignored`);
+  }
+  return out;
+}
+
+function coerce(value, fallback, path, warnings) {
+  const bad = (expected) => {
+    warnings.push(`config "${path}" should be ${expected}; using ${JSON.stringify(fallback)}`);
+    return clone(fallback);
+  };
+  if (typeof fallback === "boolean") {
+    if (typeof value === "boolean") return value;
+    if (value === "true" || value === "false") return value === "true";
+    return bad("true or false");
+  }
+  if (typeof fallback === "number") {
+    const n = typeof value === "string" && value.trim() !== "" ? Number(value) : value;
+    if (typeof n === "number" && Number.isFinite(n) && n >= 0) return n;
+    return bad("a non-negative number");
+  }
+  if (typeof fallback === "string") {
+    if (typeof value === "string") return value.trim();
+    if (typeof value === "number") return String(value);
+    return bad("a string");
+  }
+  if (Array.isArray(fallback)) {
+    if (Array.isArray(value) && value.every((v) => typeof v === "string")) return [...value];
+    if (typeof value === "string") return [value];
+    return bad("a list of strings");
+  }
+  return clone(fallback);
+}
+
+function isObject(value) {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function clone(value) {
+  if (Array.isArray(value)) return [...value];
+  if (isObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, clone(v)]));
+  return value;
+}
+
+/** Agent ids to leave alone: exact ids or simple `*` globs. */
+export function isExcludedAgent(agentId, patterns) {
+  if (!agentId) return false;
+  return patterns.some((pattern) => {
+    if (!pattern.includes("*")) return pattern === agentId;
+    const escaped = pattern.split("*").map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"));
+    return new RegExp(`^${escaped.join(".*")}$`).test(agentId);
+  });
+}

@@ -1,0 +1,155 @@
+// The four hook handlers. Each forwards to the gateway and degrades to "no memory this turn":
+// handlers never throw, and every gateway call is bounded by its own timeout (well below the
+// host's hook timeout), so neither a dead nor a slow gateway can hold up a turn for long.
+
+import { isExcludedAgent } from "./config.js";
+import { stripInjected, stripMessage } from "./injected.js";
+import { TOOL_NAMES } from "./tools.js";
+import { agentIdOf, sliceTurn, toGatewayMessages, turnFailed } from "./turns.js";
+
+export function createHooks({ config, client, warn, turns }) {
+  // The gateway's tool guide (in the system part) names the tools the agent can call.
+  const toolNames = config.tools.enabled
+    ? { memory_search: TOOL_NAMES.memories, conversation_search: TOOL_NAMES.conversations }
+    : undefined;
+
+  /** Why this turn is left alone, or null to handle it. */
+  function skipReason(ctx, sessionKey) {
+    if (!sessionKey) return "no session key";
+    if (ctx?.trigger && config.skipTriggers.includes(ctx.trigger)) return `trigger ${ctx.trigger}`;
+    if (isExcludedAgent(agentIdOf(ctx, sessionKey), config.excludeAgents)) return "agent excluded";
+    return null;
+  }
+
+  async function beforePromptBuild(event, ctx) {
+    // Note where this turn starts even when recall is off: agent_end needs it to send only this turn.
+    turns.begin(ctx?.runId, Array.isArray(event?.messages) ? event.messages.length : undefined);
+    if (!config.recall.enabled) return undefined;
+    const sessionKey = keyOf(ctx?.sessionKey);
+    if (skipReason(ctx, sessionKey)) return undefined;
+    const query = stripInjected(queryOf(event)).trim();
+    if (!query) return undefined;
+
+    const result = await client.post(
+      "/recall",
+      {
+        query,
+        session_key: sessionKey,
+        ...sessionIdOf(ctx?.sessionId),
+        scope: agentIdOf(ctx, sessionKey),
+        ...(toolNames && { tool_names: toolNames }),
+      },
+      { timeoutMs: config.recall.timeoutMs },
+    );
+    if (!result.ok) {
+      warn(`recall:${result.reason}`, `recall skipped: ${result.reason}`);
+      return undefined;
+    }
+    const data = result.data && typeof result.data === "object" ? result.data : {};
+    const hasSplit = "prepend_context" in data || "append_system_context" in data;
+    const prepend = clip(hasSplit ? data.prepend_context : data.context, config.recall.maxChars);
+    const system = clip(hasSplit ? data.append_system_context : "", config.recall.maxChars);
+    if (!prepend && !system) return undefined;
+    // If the host already stopped waiting for us, a late answer must not land in some later turn.
+    try {
+      ctx?.hookInvocation?.assertActive?.();
+    } catch {
+      return undefined;
+    }
+    const out = {};
+    if (prepend) out.prependContext = prepend;
+    if (system) out.appendSystemContext = system;
+    return out;
+  }
+
+  async function agentEnd(event, ctx) {
+    const start = turns.take(ctx?.runId ?? event?.runId);
+    if (!config.capture.enabled) return;
+    const sessionKey = keyOf(ctx?.sessionKey);
+    if (skipReason(ctx, sessionKey)) return;
+    const turn = sliceTurn(event?.messages, start);
+    // A failed turn is half a conversation; storing it would teach memory things that never happened.
+    if (turnFailed(event, turn)) return;
+    const messages = toGatewayMessages(turn);
+    if (!messages.some((m) => m.role === "user")) return;
+
+    const result = await client.post(
+      "/capture",
+      { session_key: sessionKey, ...sessionIdOf(ctx?.sessionId), scope: agentIdOf(ctx, sessionKey), messages },
+      { timeoutMs: config.capture.timeoutMs },
+    );
+    if (!result.ok) warn(`capture:${result.reason}`, `capture skipped: ${result.reason}`);
+  }
+
+  async function sessionEnd(event, ctx) {
+    if (!config.sessionEnd.enabled) return;
+    const sessionKey = keyOf(event?.sessionKey) ?? keyOf(ctx?.sessionKey);
+    if (!sessionKey) return;
+    const scope = agentIdOf(ctx, sessionKey);
+    if (isExcludedAgent(scope, config.excludeAgents)) return;
+    const result = await client.post(
+      "/session/end",
+      { session_key: sessionKey, ...sessionIdOf(event?.sessionId ?? ctx?.sessionId), scope },
+      { timeoutMs: config.sessionEnd.timeoutMs },
+    );
+    if (!result.ok) warn(`session_end:${result.reason}`, `session end not sent: ${result.reason}`);
+  }
+
+  // Synchronous by contract: the host ignores a returned Promise.
+  function beforeMessageWrite(event) {
+    const message = event?.message;
+    if (message?.role !== "user") return undefined;
+    const cleaned = stripMessage(message);
+    return cleaned ? { message: cleaned } : undefined;
+  }
+
+  return {
+    before_prompt_build: guardAsync("before_prompt_build", beforePromptBuild, warn),
+    agent_end: guardAsync("agent_end", agentEnd, warn),
+    session_end: guardAsync("session_end", sessionEnd, warn),
+    before_message_write: guardSync("before_message_write", beforeMessageWrite, warn),
+  };
+}
+
+// The harness may send the request on its own; an explicit empty string means "no text" and must
+// not fall back to the prompt, which can hold reconstructed history.
+function queryOf(event) {
+  if (typeof event?.currentUserMessage === "string") return event.currentUserMessage;
+  return typeof event?.prompt === "string" ? event.prompt : "";
+}
+
+function keyOf(value) {
+  return typeof value === "string" && value ? value : undefined;
+}
+
+function sessionIdOf(sessionId) {
+  return sessionId ? { session_id: String(sessionId) } : {};
+}
+
+function clip(text, maxChars) {
+  if (typeof text !== "string" || !text.trim()) return "";
+  const chars = Array.from(text);
+  return chars.length <= maxChars ? text : chars.slice(0, maxChars).join("");
+}
+
+function guardAsync(name, fn, warn) {
+  return async (...args) => {
+    try {
+      return await fn(...args);
+    } catch (error) {
+      warn(`${name}:bug`, `${name} failed: ${error?.message ?? error}`);
+      return undefined;
+    }
+  };
+}
+
+function guardSync(name, fn, warn) {
+  return (...args) => {
+    try {
+      return fn(...args);
+    } catch (error) {
+      warn(`${name}:bug`, `${name} failed: ${error?.message ?? error}`);
+      return undefined;
+    }
+  };
+}

@@ -1,0 +1,105 @@
+// Two agent tools over the gateway's search routes. Names carry a prefix because OpenClaw's
+// bundled memory-core already owns `memory_search`. Under Tool Search (the 2026.9 default) the
+// model finds tools by their description, so each description opens with what it searches.
+
+import { isExcludedAgent } from "./config.js";
+import { agentIdOf } from "./turns.js";
+
+export const TOOL_NAMES = Object.freeze({
+  memories: "memory_tencentdb_memory_search",
+  conversations: "memory_tencentdb_conversation_search",
+});
+
+const LIMIT_DEFAULT = 5;
+const LIMIT_MAX = 20;
+
+const SPECS = [
+  {
+    name: TOOL_NAMES.memories,
+    label: "Memory search",
+    route: "/search/memories",
+    description:
+      "Search long-term memory: facts, preferences, instructions and past events the user shared " +
+      "in earlier sessions. Use it when an answer may depend on what you were told before " +
+      "(\"what do I like\", \"what did we decide\"). Returns the best-matching memories.",
+    empty: "No matching memories.",
+    extraParams: {},
+    body: () => ({}),
+  },
+  {
+    name: TOOL_NAMES.conversations,
+    label: "Conversation search",
+    route: "/search/conversations",
+    description:
+      "Search past conversation history: the verbatim messages of earlier sessions (user, " +
+      "assistant and tool results). Use it to find exact earlier wording, decisions or outputs " +
+      "that long-term memory summarises.",
+    empty: "No matching messages.",
+    extraParams: {
+      current_session_only: {
+        type: "boolean",
+        description: "Only search this session's messages (default: all sessions of this agent).",
+      },
+    },
+    body: (params, sessionKey) => (params?.current_session_only && sessionKey ? { session_key: sessionKey } : {}),
+  },
+];
+
+/** [{ name, factory }] for api.registerTool(factory, { name }). */
+export function createTools({ config, client, warn }) {
+  return SPECS.map((spec) => ({ name: spec.name, factory: (toolCtx) => buildTool(spec, toolCtx, config, client, warn) }));
+}
+
+function buildTool(spec, toolCtx, config, client, warn) {
+  const sessionKey = toolCtx?.sessionKey;
+  const scope = agentIdOf(toolCtx, sessionKey);
+  return {
+    name: spec.name,
+    label: spec.label,
+    description: spec.description,
+    parameters: {
+      type: "object",
+      properties: {
+        query: { type: "string", description: "What to look for, in natural language or keywords." },
+        limit: { type: "integer", minimum: 1, maximum: LIMIT_MAX, description: `How many results (default ${LIMIT_DEFAULT}).` },
+        ...spec.extraParams,
+      },
+      required: ["query"],
+      additionalProperties: false,
+    },
+    // Never throws: a failed search is a sentence the model can read and carry on without.
+    async execute(_toolCallId, params, signal) {
+      try {
+        const query = typeof params?.query === "string" ? params.query.trim() : "";
+        if (!query) return text("Give a non-empty query.");
+        if (isExcludedAgent(scope, config.excludeAgents)) return text("Memory is turned off for this agent.");
+        const result = await client.post(
+          spec.route,
+          { query, limit: limitOf(params?.limit), scope, ...spec.body(params, sessionKey) },
+          { timeoutMs: config.tools.timeoutMs, signal },
+        );
+        if (!result.ok) {
+          warn(`${spec.name}:${result.reason}`, `${spec.name} failed: ${result.reason}`);
+          return text(`Memory is temporarily unavailable (${result.reason}); continue without it.`, {
+            error: result.reason,
+          });
+        }
+        const total = Number(result.data?.total ?? 0);
+        const body = typeof result.data?.results === "string" ? result.data.results.trim() : "";
+        return text(total > 0 && body ? body : spec.empty, { total });
+      } catch (error) {
+        return text(`Memory search failed (${error?.message ?? error}); continue without it.`);
+      }
+    },
+  };
+}
+
+function limitOf(value) {
+  const n = Math.trunc(Number(value));
+  if (!Number.isFinite(n) || n < 1) return LIMIT_DEFAULT;
+  return Math.min(n, LIMIT_MAX);
+}
+
+function text(value, details = {}) {
+  return { content: [{ type: "text", text: value }], details };
+}

@@ -1,0 +1,191 @@
+// The bridge against our real gateway, driven by hook payloads recorded from OpenClaw 2026.9.x.
+// tests/openclaw/test_node_suites.py starts the gateway and passes its URL in
+// MEMORY_TENCENTDB_GATEWAY_URL; without it (a bare `node --test`) these tests skip.
+
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { test } from "node:test";
+
+import { bridgeWith, configFor, live, recorded } from "./helpers.mjs";
+
+const GATEWAY = process.env.MEMORY_TENCENTDB_GATEWAY_URL;
+const skip = GATEWAY ? false : "MEMORY_TENCENTDB_GATEWAY_URL not set (run through pytest)";
+
+async function gateway(path, body) {
+  const response = await fetch(GATEWAY + path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const data = await response.json();
+  assert.ok(response.ok, `${path}: ${response.status} ${JSON.stringify(data)}`);
+  return data;
+}
+
+/**
+ * What the gateway holds for a session, as far as these queries find it. Search is ranked, so
+ * each query targets one message; the union is deduplicated by id.
+ */
+async function sessionItems(sessionKey, queries) {
+  const items = new Map();
+  for (const query of queries) {
+    const found = await gateway("/search/conversations", { query, session_key: sessionKey, scope: "main", limit: 20 });
+    for (const item of found.items) items.set(item.id, item);
+  }
+  return [...items.values()];
+}
+
+/** A recorded record moved into its own session (and, optionally, agent) for test isolation. */
+function relocated(fixture, hook, n, { agent = "main", session = randomUUID() } = {}) {
+  const record = recorded(fixture, hook, n);
+  const sessionKey = `agent:${agent}:${session}`;
+  record.ctx = live({ ...record.ctx, agentId: agent, sessionKey });
+  if (record.event?.sessionKey) record.event.sessionKey = sessionKey;
+  return record;
+}
+
+async function bridge() {
+  const api = await bridgeWith(configFor(GATEWAY, { recall: { timeoutMs: 10_000 }, capture: { timeoutMs: 10_000 } }));
+  return api;
+}
+
+test("recall: a memory of the agent's scope reaches the prompt; another agent's does not", { skip }, async () => {
+  const marker = `teal-${randomUUID().slice(0, 8)}`;
+  await gateway("/memories", {
+    content: `The user's favorite color is ${marker}.`,
+    type: "persona",
+    session_key: "agent:main:seed",
+    scope: "main",
+  });
+  const api = await bridge();
+  const start = relocated("tool_turn", "before_prompt_build", 0);
+  const injected = await api.fire("before_prompt_build", start.event, start.ctx);
+  assert.match(injected.prependContext, /^<relevant-memories>/);
+  assert.ok(injected.prependContext.includes(marker));
+  assert.match(injected.appendSystemContext, /memory_tencentdb_memory_search/, "tool guide names our tools");
+
+  const other = relocated("tool_turn", "before_prompt_build", 0, { agent: "other" });
+  const elsewhere = await api.fire("before_prompt_build", other.event, other.ctx);
+  assert.ok(!JSON.stringify(elsewhere ?? {}).includes(marker), "scope isolation");
+  assert.deepEqual(api.warnings(), []);
+});
+
+test("capture: only this turn of a recorded two-turn session is stored", { skip }, async () => {
+  const api = await bridge();
+  const session = randomUUID();
+  const start = relocated("plain_turns", "before_prompt_build", 1, { session });
+  const end = relocated("plain_turns", "agent_end", 1, { session });
+  end.ctx.runId = start.ctx.runId;
+  await api.fire("before_prompt_build", start.event, start.ctx);
+  await api.fire("agent_end", end.event, end.ctx);
+  const items = await sessionItems(start.ctx.sessionKey, [
+    "I prefer short answers, please.",
+    "Understood.",
+    "My favorite color is teal.",
+    "Noted: teal.",
+  ]);
+  assert.deepEqual(
+    items.map((i) => [i.role, i.content]).sort(),
+    [["assistant", "Understood."], ["user", "I prefer short answers, please."]],
+    "the earlier turn in agent_end's history was not sent again",
+  );
+  assert.deepEqual(api.warnings(), []);
+});
+
+test("capture: a recorded tool turn keeps the tool call and its result", { skip }, async () => {
+  const api = await bridge();
+  const session = randomUUID();
+  const start = relocated("tool_turn", "before_prompt_build", 0, { session });
+  const end = relocated("tool_turn", "agent_end", 0, { session });
+  await api.fire("before_prompt_build", start.event, start.ctx);
+  await api.fire("agent_end", end.event, end.ctx);
+  const items = await sessionItems(start.ctx.sessionKey, [
+    "What is my favorite color? Check your memory.",
+    "tool_call recorder_memory_search favorite color",
+    "recorded the user likes teal",
+    "Your favorite color is teal.",
+  ]);
+  assert.deepEqual(items.map((i) => i.role).sort(), ["assistant", "assistant", "tool", "user"]);
+  assert.ok(items.some((i) => i.role === "tool" && i.content.includes("the user likes teal")));
+  assert.ok(items.some((i) => i.role === "assistant" && i.content.includes("tool_call")));
+});
+
+test("capture: a recorded failed turn is not stored", { skip }, async () => {
+  const api = await bridge();
+  const session = randomUUID();
+  const start = relocated("failed_turn", "before_prompt_build", 0, { session });
+  const end = relocated("failed_turn", "agent_end", 0, { session });
+  await api.fire("before_prompt_build", start.event, start.ctx);
+  await api.fire("agent_end", end.event, end.ctx);
+  const found = await gateway("/search/conversations", {
+    query: "This turn will fail",
+    session_key: start.ctx.sessionKey,
+    scope: "main",
+  });
+  assert.equal(found.total, 0);
+});
+
+test("tools: both searches answer in the calling agent's scope", { skip }, async () => {
+  const marker = `kiwi-${randomUUID().slice(0, 8)}`;
+  await gateway("/memories", {
+    content: `The user grows ${marker} in the garden.`,
+    type: "episodic",
+    session_key: "agent:main:seed",
+    scope: "main",
+  });
+  await gateway("/capture", {
+    session_key: "agent:main:garden",
+    scope: "main",
+    messages: [
+      { role: "user", content: `I planted ${marker} today.` },
+      { role: "assistant", content: "Nice." },
+    ],
+  });
+  const api = await bridge();
+  const toolCtx = recorded("tool_turn", "tool_execute", 0).toolCtx;
+  const memories = await api.tool("memory_tencentdb_memory_search", toolCtx).execute("c1", { query: `${marker} garden` });
+  assert.ok(memories.content[0].text.includes(marker), memories.content[0].text);
+  assert.ok(memories.details.total >= 1);
+  const conversations = await api
+    .tool("memory_tencentdb_conversation_search", toolCtx)
+    .execute("c2", { query: `planted ${marker}`, limit: 3 });
+  assert.ok(conversations.content[0].text.includes(marker));
+
+  const stranger = await api
+    .tool("memory_tencentdb_memory_search", { ...toolCtx, agentId: "stranger", sessionKey: "agent:stranger:x" })
+    .execute("c3", { query: `${marker} garden` });
+  assert.ok(!stranger.content[0].text.includes(marker), "another agent's tool sees nothing");
+  assert.deepEqual(api.warnings(), []);
+});
+
+test("session_end: a recorded Gateway session end is accepted", { skip }, async () => {
+  const api = await bridge();
+  const end = recorded("gateway_session", "session_end", 0);
+  await api.fire("session_end", end.event, end.ctx);
+  assert.deepEqual(api.warnings(), []);
+});
+
+test("before_message_write: recorded messages pass untouched; injected blocks are stripped", { skip }, async () => {
+  const api = await bridge();
+  for (const record of recordedWrites()) {
+    assert.equal(api.fire("before_message_write", record.event, record.ctx), undefined);
+  }
+  // What an older host persisted: the prepended recall glued to the user's text.
+  const { event, ctx } = recordedWrites()[0];
+  const injected = (await gateway("/recall", { query: "favorite color", session_key: "agent:main:x", scope: "main" }))
+    .prepend_context;
+  event.message.content = `${injected}\n\n${event.message.content}`;
+  const result = api.fire("before_message_write", event, ctx);
+  assert.equal(result.message.content, "My favorite color is teal.");
+});
+
+function recordedWrites() {
+  const writes = [];
+  for (let n = 0; ; n += 1) {
+    try {
+      writes.push(recorded("plain_turns", "before_message_write", n));
+    } catch {
+      return writes;
+    }
+  }
+}

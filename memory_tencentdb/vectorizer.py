@@ -43,6 +43,11 @@ class Vectorizer:
         # False from a notify() until a full pass finds nothing left to embed.
         self.idle = False
         self._idle_lock = threading.Lock()
+        # Per (model, layer): how far the start-up scan got, whether it finished, and the rows
+        # written since that still need a vector.
+        self._cursor: dict[tuple[str, str], int] = {}
+        self._scanned: set[tuple[str, str]] = set()
+        self._queued: dict[tuple[str, str], set[int]] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="vectorizer", daemon=True)
@@ -103,6 +108,8 @@ class Vectorizer:
         for emb in ready:
             for layer in ("l1", "l0"):
                 self.store.open_index(layer, emb.model_id, emb.dim, self.index_backends[layer])
+                self._queued[(emb.model_id, layer)] = set()
+        self.store.on_rows_written(self._rows_written)
         self.embedders = ready
         self.state = "ready"
         log.info("embedding ready: %s", ", ".join(e.model_id for e in ready))
@@ -129,13 +136,39 @@ class Vectorizer:
                         self.idle = True
                 self._wake.wait(5.0)
 
+    def _rows_written(self, layer: str, rowids: list[int]) -> None:
+        with self._idle_lock:
+            for key, queued in self._queued.items():
+                if key[1] == layer:
+                    queued.update(rowids)
+
     def _fill_once(self) -> bool:
-        """Embed one batch per (model, layer) that needs it; L1 first (it is what recall uses)."""
+        """Embed one batch per (model, layer) that needs it; L1 first (it is what recall uses).
+
+        First a resumable scan of everything stored (a restart, a reindex or a new model leaves
+        rows without vectors), then only the rows reported written since: the table is never
+        rescanned, so the loop costs nothing while the store grows.
+        """
         worked = False
         pending = 0
         for emb in self.embedders:
             for layer in ("l1", "l0"):
-                rows = self.store.missing_vectors(layer, emb.model_id, BATCH)
+                key = (emb.model_id, layer)
+                if key not in self._scanned:
+                    rows = self.store.missing_vectors(
+                        layer, emb.model_id, BATCH, after=self._cursor.get(key, 0)
+                    )
+                    if rows:
+                        self._cursor[key] = rows[-1][0]
+                    else:
+                        self._scanned.add(key)
+                else:
+                    with self._idle_lock:
+                        queued = self._queued[key]
+                        take = sorted(queued)[:BATCH]
+                        queued.difference_update(take)
+                    rows = self.store.missing_vectors(layer, emb.model_id, BATCH, rowids=take)
+                    worked = worked or bool(take)
                 if not rows:
                     continue
                 pending += len(rows)

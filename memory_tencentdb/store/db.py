@@ -93,6 +93,7 @@ class Store:
         self._readers_lock = threading.Lock()
         self._indexes: dict[tuple[str, str], VectorIndex] = {}
         self._index_lock = threading.Lock()
+        self._row_listeners: list[Any] = []
         self._check_tokenizer()
 
     # ----------------------------------------------------------------- connections
@@ -237,7 +238,9 @@ class Store:
                     ids.append(rowid)
             return ids
 
-        return self._transaction(write)
+        ids = self._transaction(write)
+        self._written("l0", ids)
+        return ids
 
     def l0_rows(self, rowids: Iterable[int]) -> dict[int, dict[str, Any]]:
         return self._rows("l0_messages", L0_COLUMNS, rowids)
@@ -330,6 +333,8 @@ class Store:
         rowid = self._transaction(write)
         if values["status"] != "active":
             self._drop_from_indexes("l1", [rowid])
+        else:
+            self._written("l1", [rowid])
         return rowid
 
     def apply_status_line(self, line: dict[str, Any]) -> None:
@@ -432,21 +437,48 @@ class Store:
         return {h: np.frombuffer(v, dtype="<f4") for h, v in rows}
 
     def missing_vectors(
-        self, layer: str, model: str, limit: int
+        self,
+        layer: str,
+        model: str,
+        limit: int,
+        after: int = 0,
+        rowids: list[int] | None = None,
     ) -> list[tuple[int, str, str, str]]:
-        """Rows of ``layer`` with no vector for ``model``: ``(rowid, scope, text_hash, text)``."""
+        """Rows of ``layer`` with no vector for ``model``: ``(rowid, scope, text_hash, text)``.
+
+        Either the next ``limit`` such rows after rowid ``after`` (a resumable scan: each row is
+        looked at once, however large the table) or those among ``rowids``.
+        """
         table = "l1_memories" if layer == "l1" else "l0_messages"
-        status = " AND m.status = 'active'" if layer == "l1" else ""
+        where = " AND m.status = 'active'" if layer == "l1" else ""
+        params: list[Any] = [model]
+        if rowids is not None:
+            if not rowids:
+                return []
+            where += f" AND m.rowid IN ({','.join('?' * len(rowids))})"
+            params += rowids
+        else:
+            where += " AND m.rowid > ?"
+            params.append(after)
+        params.append(limit)
         return (
             self.reader()
             .execute(
                 f"SELECT m.rowid, m.scope, m.text_hash, m.content FROM {table} m"
                 f" WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?"
-                f" AND v.text_hash = m.text_hash){status} ORDER BY m.rowid LIMIT ?",
-                (model, limit),
+                f" AND v.text_hash = m.text_hash){where} ORDER BY m.rowid LIMIT ?",
+                params,
             )
             .fetchall()
         )
+
+    def on_rows_written(self, listener: Any) -> None:
+        """Call ``listener(layer, rowids)`` after rows are written or their text changes."""
+        self._row_listeners.append(listener)
+
+    def _written(self, layer: str, rowids: list[int]) -> None:
+        for listener in self._row_listeners:
+            listener(layer, rowids)
 
     def save_vectors(
         self, layer: str, model: str, items: list[tuple[int, str, str, np.ndarray]]

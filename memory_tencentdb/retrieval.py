@@ -15,7 +15,7 @@ from memory_tencentdb.text import tokenize
 from memory_tencentdb.vectorizer import Vectorizer
 
 RRF_K = 60
-_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="retrieval")
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="retrieval")
 
 
 @dataclass
@@ -40,6 +40,27 @@ def rrf(rankings: list[list[tuple[int, float]]], k: int = RRF_K) -> list[tuple[i
         for rank, (rowid, _) in enumerate(ranking, 1):
             scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _vector_ranking(
+    store: Store,
+    vectorizer: Vectorizer,
+    emb: object,
+    layer: str,
+    scope: str,
+    query: str,
+    depth: int,
+    session_key: str | None,
+) -> list[tuple[int, float]]:
+    index = store.index(layer, emb.model_id)  # type: ignore[attr-defined]
+    if index is None:
+        return []
+    qvec = vectorizer.embed_query_with(emb, query)
+    ranking = index.search(scope, qvec, depth * (4 if session_key else 1))
+    if session_key and ranking:
+        rows = store.l0_rows([r for r, _ in ranking]) if layer == "l0" else {}
+        ranking = [(r, s) for r, s in ranking if rows.get(r, {}).get("session_key") == session_key]
+    return ranking[:depth]
 
 
 def retrieve(
@@ -68,24 +89,22 @@ def retrieve(
         kw_future = _pool.submit(store.keyword_search, layer, scope, terms, depth, session_key)
     rankings: list[list[tuple[int, float]]] = []
     if use_vectors:
-        try:
-            for model, qvec in vectorizer.embed_query(query).items():
-                index = store.index(layer, model)
-                if index is None:
-                    continue
-                ranking = index.search(scope, qvec, depth * (4 if session_key else 1))
-                if session_key and ranking:
-                    rows = store.l0_rows([r for r, _ in ranking]) if layer == "l0" else {}
-                    ranking = [
-                        (r, s)
-                        for r, s in ranking
-                        if rows.get(r, {}).get("session_key") == session_key
-                    ][:depth]
-                if ranking:
-                    rankings.append(ranking)
-                    hits.vector = True
-        except Exception as e:  # noqa: BLE001 - one failed side leaves the other
-            hits.errors.append(f"vector: {type(e).__name__}: {e}")
+        # One task per model (embed the query, search its index): the models run side by side.
+        futures = [
+            _pool.submit(
+                _vector_ranking, store, vectorizer, emb, layer, scope, query, depth, session_key
+            )
+            for emb in vectorizer.embedders
+        ]
+        for future in futures:
+            try:
+                ranking = future.result()
+            except Exception as e:  # noqa: BLE001 - one failed side leaves the others
+                hits.errors.append(f"vector: {type(e).__name__}: {e}")
+                continue
+            if ranking:
+                rankings.append(ranking)
+                hits.vector = True
     keyword: list[tuple[int, float]] = []
     if kw_future is not None:
         try:

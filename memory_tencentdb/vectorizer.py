@@ -200,23 +200,20 @@ class Vectorizer:
             self.notify()
             return False
 
-    def embed_query(self, text: str) -> dict[str, np.ndarray]:
-        """One vector per loaded model for a query; empty when no model is ready."""
-        if self.state != "ready":
-            return {}
-        out = {}
+    def embed_query_with(self, emb: Any, text: str) -> np.ndarray:
+        """A query vector from one model; failures are logged (once a minute) and kept for
+        ``/health`` before they propagate, so a degraded recall is never silent."""
         try:
-            for emb in self.embedders:
-                out[emb.model_id] = np.asarray(emb.embed([text])[0], dtype=np.float32)
+            vec = np.asarray(emb.embed([text])[0], dtype=np.float32)
         except Exception as e:
             now = time.monotonic()
-            if now - self._query_error_logged > 60:  # one line a minute, not one per request
+            if now - self._query_error_logged > 60:
                 log.warning("query embedding failed, recall is keyword-only: %s", e)
                 self._query_error_logged = now
             self.last_query_error = (now, f"{type(e).__name__}: {e}")
             raise
         self.last_query_error = None
-        return out
+        return vec
 
     def query_error(self, within: float = 60.0) -> str | None:
         """The last query-embedding failure, if it happened in the last ``within`` seconds."""

@@ -24,8 +24,6 @@ import logging
 import sys
 from typing import Any
 
-import httpx
-
 from memory_tencentdb.config import ConfigError, load_settings, redacted, tzinfo
 
 
@@ -79,7 +77,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0 if server.started else 1
 
 
-def _client(settings: Any) -> httpx.Client:
+def _client(settings: Any) -> Any:
+    import httpx  # only the client commands need it; keep `serve` start-up lean
+
     host = settings.server.host
     if host in ("0.0.0.0", "::"):
         host = "127.0.0.1"
@@ -93,6 +93,8 @@ def _client(settings: Any) -> httpx.Client:
 
 def cmd_status(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    import httpx
+
     try:
         with _client(settings) as c:
             health = c.get("/health").json()
@@ -123,6 +125,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     settings = _settings(args)
     route = "/search/conversations" if args.conversations else "/search/memories"
     body = {"query": args.query, "limit": args.limit, "scope": args.scope}
+    import httpx
+
     try:
         with _client(settings) as c:
             r = c.post(route, json=body)

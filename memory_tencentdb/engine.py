@@ -19,6 +19,7 @@ from memory_tencentdb import memories as memory_service
 from memory_tencentdb import recall as recall_service
 from memory_tencentdb import search as search_service
 from memory_tencentdb.config import Settings, tzinfo
+from memory_tencentdb.pipeline import Pipeline
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.vectorizer import Vectorizer
@@ -51,21 +52,28 @@ class Engine:
         self.backends = index_backends()
         self.vectorizer = Vectorizer(self.store, settings.memory.embedding, self.backends)
         self.listeners: list[capture_service.CaptureListener] = []
+        self.pipeline: Pipeline | None = None
         self.capture_errors = 0
         self.last_capture_error: str | None = None
         self._closed = False
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        """Load the slow parts (jieba dictionary, models) without blocking the caller."""
-        threading.Thread(target=tokenize.warm_up, name="jieba-warmup", daemon=True).start()
+        """Load the tokenizer now (fast) and the embedding models on a background thread."""
+        tokenize.warm_up()  # ~0.1 s; capture and recall must never wait on it later
         self.vectorizer.start()
+        if self.pipeline is None:
+            self.pipeline = Pipeline(self.store, self.vectorizer, self.settings, self.tz)
+            self.listeners.append(self.pipeline.on_capture)
+            self.pipeline.start()
 
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        if self.pipeline is not None:
+            self.pipeline.close()
         self.vectorizer.stop()
         self.store.close()
 
@@ -131,8 +139,14 @@ class Engine:
         return memory_service.memory_with_trace(self.store, memory_id)
 
     def end_session(self, scope: str, session_key: str, session_id: str) -> None:
-        """Nothing pending to flush until the pipeline lands; recorded for its listeners."""
+        """Extract what the session has pending (L1), waiting for it within a bound."""
         log.info("session end: scope=%s session=%s", scope, session_key)
+        if self.pipeline is not None and not self.pipeline.flush(scope, session_key):
+            log.warning(
+                "session end: L1 for %s/%s not finished; continuing in background",
+                scope,
+                session_key,
+            )
 
     # ------------------------------------------------------------------ health
 
@@ -152,6 +166,8 @@ class Engine:
             reasons.append(f"query embedding failing, recall keyword-only: {query_error}")
         if self.last_capture_error:
             reasons.append(f"last capture failed: {self.last_capture_error}")
+        if self.pipeline is not None:
+            reasons.extend(self.pipeline.degraded())
         return reasons
 
     def health(self) -> dict[str, Any]:
@@ -197,5 +213,6 @@ class Engine:
                 "l1_memories": self.store.count("l1_memories"),
             },
             "capture": {"errors": self.capture_errors},
+            "pipeline": self.pipeline.status() if self.pipeline is not None else None,
             "degraded": degraded,
         }

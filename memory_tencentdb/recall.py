@@ -22,6 +22,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text.sanitize import clean_captured, escape_tags
@@ -137,7 +138,9 @@ def _recall(
             + "\n".join(lines)
             + "\n</relevant-memories>"
         )
-    result.append_system_context = stable_context(store.data_dir, bool(lines), tool_names)
+    # Persona and scenes are per scope (the default scope keeps the top-level layout).
+    root = scope_root(store.data_dir, scope)
+    result.append_system_context = stable_context(root, bool(lines), tool_names)
     return result
 
 

@@ -94,6 +94,55 @@ def m001_core(conn: Any) -> None:
     )
 
 
+def m002_pipeline(conn: Any) -> None:
+    """Pipeline state: per-session L1 cursors and per-scope L2/L3 progress.
+
+    Cursors are rowids of ``l0_messages`` (L1) and ``l1_memories`` (L2), with the record ids they
+    stand for (rowids change when ``reindex`` rebuilds the database): a cursor only moves past
+    work that has been applied, in the same transaction that records the result, so a killed
+    gateway resumes exactly where it stopped. ``plan`` holds decided but not yet fully applied
+    writes (replayed idempotently on restart, so nothing is extracted twice).
+    """
+    _run_script(
+        conn,
+        """
+        CREATE TABLE pipeline_sessions (
+            scope              TEXT NOT NULL,
+            session_key        TEXT NOT NULL,
+            l1_cursor          INTEGER NOT NULL DEFAULT 0,   -- last l0_messages.rowid extracted
+            l1_cursor_id       TEXT NOT NULL DEFAULT '',     -- its record id (survives reindex)
+            warmup_threshold   INTEGER NOT NULL DEFAULT 1,   -- 0 = graduated to everyN
+            last_scene_name    TEXT NOT NULL DEFAULT '',
+            plan               TEXT NOT NULL DEFAULT '',     -- JSON: writes being applied
+            failures           INTEGER NOT NULL DEFAULT 0,
+            last_error         TEXT NOT NULL DEFAULT '',
+            memories_extracted INTEGER NOT NULL DEFAULT 0,
+            updated_at         TEXT NOT NULL,
+            PRIMARY KEY (scope, session_key)
+        );
+
+        CREATE TABLE pipeline_scopes (
+            scope                  TEXT PRIMARY KEY,
+            l2_cursor              INTEGER NOT NULL DEFAULT 0,  -- last l1_memories.rowid in scenes
+            l2_cursor_id           TEXT NOT NULL DEFAULT '',    -- its memory id (survives reindex)
+            l2_last_run            REAL NOT NULL DEFAULT 0,     -- epoch seconds
+            l2_due_at              REAL NOT NULL DEFAULT 0,     -- epoch seconds, 0 = not armed
+            l2_plan                TEXT NOT NULL DEFAULT '',    -- JSON: scene actions being applied
+            scenes_processed       INTEGER NOT NULL DEFAULT 0,
+            memories_since_persona INTEGER NOT NULL DEFAULT 0,
+            last_persona_at        INTEGER NOT NULL DEFAULT 0,  -- L0 count when persona was written
+            last_persona_time      TEXT NOT NULL DEFAULT '',
+            persona_request        TEXT NOT NULL DEFAULT '',    -- reason, when L2 asked for L3
+            last_active            REAL NOT NULL DEFAULT 0,     -- epoch seconds of last capture
+            l2_failures            INTEGER NOT NULL DEFAULT 0,
+            l3_failures            INTEGER NOT NULL DEFAULT 0,
+            last_error             TEXT NOT NULL DEFAULT '',
+            updated_at             TEXT NOT NULL
+        );
+        """,
+    )
+
+
 def _run_script(conn: Any, script: str) -> None:
     """Run statements one by one: ``executescript`` would commit our open transaction."""
     for statement in script.split(";\n"):
@@ -106,6 +155,7 @@ def _run_script(conn: Any, script: str) -> None:
 
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "core", m001_core),
+    (2, "pipeline", m002_pipeline),
 ]
 
 

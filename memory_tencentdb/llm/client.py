@@ -1,0 +1,262 @@
+"""One OpenAI-compatible chat-completions client for every pipeline task.
+
+- Configured by ``settings.llm`` (``TDAI_LLM_*`` / ``MEMORY_TENCENTDB_LLM_*``).
+- Each task has its own timeout and output limit (``TASKS``); an explicitly configured
+  ``llm.timeoutMs`` overrides every task's timeout (tests and slow local models use this).
+- Transient failures (connection errors, 408/409/429, 5xx) are retried a few times with
+  exponential backoff by tenacity; a timeout is not retried here, the pipeline's own backoff
+  decides when to try again.
+- Token usage is logged per call and totalled per task for ``/health``. The API key never
+  reaches a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from memory_tencentdb.llm.jsonparse import JSONParseError, JSONTruncated, parse_json
+
+log = logging.getLogger("memory_tencentdb.llm")
+
+DEFAULT_TIMEOUT_MS = 120_000
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    timeout_ms: int
+    max_tokens: int | None = None  # None: the configured llm.maxTokens
+
+
+# The original's per-call timeouts: extraction, arbitration and persona 180 s, scenes 300 s.
+TASKS = {
+    "l1-extraction": Task("l1-extraction", 180_000),
+    "l1-dedup": Task("l1-dedup", 180_000),
+    "l2-scenes": Task("l2-scenes", 300_000),
+    "l3-persona": Task("l3-persona", 180_000),
+}
+
+
+class LLMError(RuntimeError):
+    """A call failed; the message is safe to log and to show in ``/health``."""
+
+
+class LLMTimeout(LLMError):
+    pass
+
+
+@dataclass
+class Reply:
+    text: str
+    finish_reason: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    elapsed_ms: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    last_error: str | None = None
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt (connection, rate limit, server error)."""
+
+
+@dataclass
+class LLMClient:
+    base_url: str
+    api_key: str
+    model: str
+    max_tokens: int = 4096
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    attempts: int = 3
+    usage: dict[str, Usage] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._http = httpx.Client(
+            limits=httpx.Limits(max_connections=8, max_keepalive_connections=4)
+        )
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def from_settings(cls, llm: Any) -> LLMClient:
+        return cls(
+            base_url=llm.base_url.rstrip("/"),
+            api_key=llm.api_key,
+            model=llm.model,
+            max_tokens=llm.max_tokens,
+            timeout_ms=llm.timeout_ms,
+        )
+
+    def close(self) -> None:
+        self._closed = True
+        self._http.close()
+
+    def task_timeout(self, task: str) -> float:
+        spec = TASKS.get(task)
+        if spec is None or self.timeout_ms != DEFAULT_TIMEOUT_MS:
+            return self.timeout_ms / 1000
+        return spec.timeout_ms / 1000
+
+    # ------------------------------------------------------------------ calls
+
+    def chat(
+        self, task: str, messages: list[dict[str, str]], max_tokens: int | None = None
+    ) -> Reply:
+        """One completion. Raises ``LLMError`` (or ``LLMTimeout``) with a log-safe message."""
+        spec = TASKS.get(task)
+        limit = max_tokens or (spec.max_tokens if spec else None) or self.max_tokens
+        body = {"model": self.model, "messages": messages, "max_tokens": limit, "stream": False}
+        timeout = self.task_timeout(task)
+        started = time.monotonic()
+        try:
+            for attempt in Retrying(
+                stop=stop_after_attempt(self.attempts),
+                wait=wait_exponential(multiplier=0.5, min=0.5, max=8),
+                retry=retry_if_exception(lambda e: isinstance(e, _Retryable)),
+                reraise=True,
+            ):
+                with attempt:
+                    reply = self._post(task, body, timeout)
+        except _Retryable as e:
+            self._record(task, None, str(e))
+            raise LLMError(f"{task}: {e}") from None
+        except RetryError as e:  # pragma: no cover - reraise=True makes this unusual
+            self._record(task, None, str(e))
+            raise LLMError(f"{task}: {e}") from None
+        except LLMError as e:
+            self._record(task, None, str(e))
+            raise
+        reply.elapsed_ms = int((time.monotonic() - started) * 1000)
+        self._record(task, reply, None)
+        log.info(
+            "llm task=%s model=%s prompt_tokens=%d completion_tokens=%d finish=%s ms=%d",
+            task,
+            self.model,
+            reply.prompt_tokens,
+            reply.completion_tokens,
+            reply.finish_reason or "?",
+            reply.elapsed_ms,
+        )
+        return reply
+
+    def chat_json(
+        self,
+        task: str,
+        system: str,
+        user: str,
+        expect: type | None = None,
+        max_tokens: int | None = None,
+    ) -> tuple[Any, Reply]:
+        """A completion parsed as JSON. Raises ``JSONParseError``/``JSONTruncated``/``LLMError``."""
+        reply = self.chat(
+            task,
+            [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            max_tokens,
+        )
+        try:
+            return parse_json(reply.text, expect), reply
+        except JSONTruncated:
+            raise
+        except JSONParseError as e:
+            if reply.truncated:
+                raise JSONTruncated(f"{task}: reply cut off at the output limit") from e
+            raise
+
+    def _post(self, task: str, body: dict[str, Any], timeout: float) -> Reply:
+        headers = {"Content-Type": "application/json", "X-Memory-Task": task}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        try:
+            r = self._http.post(
+                f"{self.base_url}/chat/completions",
+                json=body,
+                headers=headers,
+                timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
+            )
+        except httpx.TimeoutException:
+            raise LLMTimeout(f"{task}: no answer within {timeout:g}s") from None
+        except httpx.TransportError as e:
+            raise _Retryable(f"connection failed ({type(e).__name__})") from None
+        if r.status_code in (408, 409, 429) or r.status_code >= 500:
+            raise _Retryable(f"HTTP {r.status_code}: {self._safe(r.text)}")
+        if r.status_code >= 400:
+            raise LLMError(f"{task}: HTTP {r.status_code}: {self._safe(r.text)}")
+        try:
+            data = r.json()
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+            text = message.get("content")
+            if text is None:
+                text = message.get("reasoning_content") or ""
+            if isinstance(text, list):  # content parts
+                text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+            usage = data.get("usage") or {}
+            return Reply(
+                text=str(text),
+                finish_reason=str(choice.get("finish_reason") or ""),
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+            )
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise LLMError(
+                f"{task}: malformed chat-completions response: {self._safe(r.text)}"
+            ) from None
+
+    def _safe(self, text: str) -> str:
+        """A response excerpt for logs and /health, with the key masked should it be echoed."""
+        out = _safe(text)
+        return out.replace(self.api_key, "***") if self.api_key else out
+
+    def _record(self, task: str, reply: Reply | None, error: str | None) -> None:
+        with self._lock:
+            u = self.usage.setdefault(task, Usage())
+            u.calls += 1
+            if reply is not None:
+                u.prompt_tokens += reply.prompt_tokens
+                u.completion_tokens += reply.completion_tokens
+            if error:
+                u.failures += 1
+                u.last_error = error
+                log.warning("llm task=%s failed: %s", task, error)
+
+    def usage_summary(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                task: {
+                    "calls": u.calls,
+                    "failures": u.failures,
+                    "prompt_tokens": u.prompt_tokens,
+                    "completion_tokens": u.completion_tokens,
+                }
+                for task, u in sorted(self.usage.items())
+            }
+
+
+def _safe(text: str, n: int = 200) -> str:
+    """A short, single-line excerpt of a response body (never request headers)."""
+    text = " ".join((text or "").split())
+    return text[:n] + ("…" if len(text) > n else "")

@@ -1,0 +1,726 @@
+"""When L1, L2 and L3 run: the pipeline's scheduler.
+
+Per session (scope + session key):
+
+- every capture counts one conversation; L1 runs when the count reaches the warm-up threshold
+  (1, then 2, then 4, then ``everyNConversations``), or after ``l1IdleTimeoutSeconds`` without a
+  capture, or at session end (``flush``, which waits for it, bounded);
+- a failed run keeps its cursor and is retried with exponential backoff (never given up: the
+  messages stay pending and ``/health`` shows the error).
+
+Per scope: L2 runs ``l2DelayAfterL1Seconds`` after an L1 that stored memories, but not sooner
+than ``l2MinIntervalSeconds`` after the previous L2; after each L2 a fallback run is armed
+``l2MaxIntervalSeconds`` later, dropped when the scope has been inactive for longer than
+``sessionActiveWindowHours``. L3 is checked after each L2.
+
+Three serial workers (L1; L2 then L3) and one timer thread. All progress lives in the database
+(``pipeline/state.py``); what is kept in memory here is only how soon to do what, and it is
+rebuilt from the database at start, so a killed gateway resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
+from functools import partial
+from typing import Any
+
+from memory_tencentdb.llm import LLMClient
+from memory_tencentdb.pipeline import state
+from memory_tencentdb.pipeline.l1 import WINDOW_NEW, L1Extractor, StageFailure, next_chunk
+from memory_tencentdb.pipeline.l2 import L2Runner
+from memory_tencentdb.pipeline.persona import PersonaRunner
+from memory_tencentdb.store.db import Store
+from memory_tencentdb.vectorizer import Vectorizer
+
+log = logging.getLogger("memory_tencentdb.pipeline")
+
+MAX_CHUNKS_PER_RUN = 20
+MAX_BACKOFF_SECONDS = 600
+FLUSH_TIMEOUT_SECONDS = 20.0
+BUILTIN_SKIP = (
+    re.compile(r":memory-scene-extract-"),
+    re.compile(r":subagent:"),
+    re.compile(r"^temp:"),
+)
+
+
+@dataclass
+class StageStats:
+    runs: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    last_error_at: str | None = None
+    last_success_at: str | None = None
+    failing: bool = False
+
+    def ok(self) -> None:
+        self.runs += 1
+        self.failing = False
+        self.last_success_at = _now_iso()
+
+    def fail(self, error: str) -> None:
+        self.failures += 1
+        self.failing = True
+        self.last_error = error[:500]
+        self.last_error_at = _now_iso()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "failures": self.failures,
+            "failing": self.failing,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
+            "last_success_at": self.last_success_at,
+        }
+
+
+@dataclass
+class _Session:
+    scope: str
+    key: str
+    count: int = 0
+    threshold: int = 1
+    pending: int = 0
+    idle_at: float | None = None
+    retry_at: float | None = None
+    queued: bool = False
+    running: bool = False
+    failures: int = 0
+    window: int = WINDOW_NEW
+    runs_done: int = 0
+    last_ok: bool = True
+    last_error: str | None = None
+    last_active: float = 0.0
+
+
+@dataclass
+class _Scope:
+    scope: str
+    due: float = 0.0  # epoch seconds, 0 = not armed
+    due_kind: str = ""  # delay | max | retry
+    last_run: float = 0.0
+    last_active: float = 0.0
+    queued: set[str] = field(default_factory=set)  # {"l2", "l3"}
+    running: str | None = None
+    failures: int = 0
+    l3_failures: int = 0
+    l3_retry_at: float = 0.0
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class Pipeline:
+    def __init__(self, store: Store, vectorizer: Vectorizer, settings: Any, tz: tzinfo) -> None:
+        self.store = store
+        self.vectorizer = vectorizer
+        self.settings = settings
+        self.cfg = settings.memory.pipeline
+        self.tz = tz
+        self.llm = LLMClient.from_settings(settings.llm) if settings.llm_configured else None
+        self.l1 = L1Extractor(store, vectorizer, settings, tz, self.llm)
+        self.l2 = L2Runner(store, settings, tz, self.llm)
+        self.l3 = PersonaRunner(store, settings, self.llm)
+        self.stats = {s: StageStats() for s in ("l1", "l2", "l3")}
+        self.memories_stored = 0
+        self._cv = threading.Condition()
+        self._llm_lock = threading.Lock()  # one LLM call at a time across stages
+        self._sessions: dict[tuple[str, str], _Session] = {}
+        self._scopes: dict[str, _Scope] = {}
+        self._l1_queue: deque[tuple[str, str]] = deque()
+        self._l2_queue: deque[tuple[str, str]] = deque()  # (stage, scope)
+        self._stopping = False
+        self._started = False
+        self._threads: list[threading.Thread] = []
+        # excludeAgents globs: "*" only, matched anywhere in the session key (as the original).
+        self._exclude = [
+            re.compile(re.escape(g).replace(r"\*", ".*"))
+            for g in settings.memory.capture.exclude_agents
+        ]
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def mode(self) -> str:
+        return "llm" if self.llm is not None else "rules"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.settings.memory.extraction.enabled)
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        if self.enabled:
+            try:
+                with self._cv:
+                    self._recover()
+            except Exception:  # noqa: BLE001 - a broken state must not keep the gateway down
+                log.exception("pipeline recovery failed; new captures are still processed")
+        for name, target in (
+            ("pipeline-timer", self._timer_loop),
+            ("pipeline-l1", self._l1_loop),
+            ("pipeline-l2", self._l2_loop),
+        ):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+        log.info("pipeline started (%s mode)", self.mode)
+
+    def close(self, timeout: float = 2.0) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify_all()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if self.llm is not None:
+            self.llm.close()
+
+    def _recover(self) -> None:
+        """Rebuild the schedule from the database: pending messages, half-done runs, timers."""
+        now, mono = time.time(), time.monotonic()
+        idle = self.cfg.l1_idle_timeout_seconds
+        for note in state.reconcile(
+            self.store, lambda scope: bool(self.l2.scene_store(scope).load())
+        ):
+            log.info("pipeline state: %s", note)
+        for b in state.backlog_sessions(self.store):
+            if self._skipped(b["session_key"]):
+                continue
+            st = state.get_session(self.store, b["scope"], b["session_key"])
+            s = self._session(b["scope"], b["session_key"], st)
+            s.pending = b["pending"]
+            s.count = max(s.count, b["user_messages"], 1 if b["pending"] else 0)
+            last = _epoch(b["last_recorded_at"]) or now
+            if st["plan"] or last + idle <= now or s.count >= self._threshold(s):
+                self._enqueue_l1(s)
+            else:
+                s.idle_at = mono + (last + idle - now)
+        for row in state.scopes_with_state(self.store):
+            sc = self._scope(row["scope"], row)
+            if row["l2_plan"]:
+                self._enqueue_l2(sc, "l2")
+            elif row["persona_request"]:
+                self._enqueue_l2(sc, "l3")
+        n = len(self._l1_queue)
+        if n or self._sessions:
+            log.info(
+                "pipeline resumed: %d session(s) pending, %d queued now", len(self._sessions), n
+            )
+
+    # ------------------------------------------------------------------ state helpers
+
+    def _session(self, scope: str, key: str, st: dict[str, Any] | None = None) -> _Session:
+        s = self._sessions.get((scope, key))
+        if s is None:
+            if st is None:
+                st = state.get_session(self.store, scope, key)
+            threshold = st["warmup_threshold"] if self.cfg.enable_warmup else 0
+            s = _Session(scope, key, threshold=threshold, last_error=st["last_error"] or None)
+            self._sessions[(scope, key)] = s
+        return s
+
+    def _scope(self, scope: str, row: dict[str, Any] | None = None) -> _Scope:
+        sc = self._scopes.get(scope)
+        if sc is None:
+            row = row or state.get_scope(self.store, scope)
+            sc = _Scope(
+                scope,
+                due=float(row["l2_due_at"] or 0),
+                due_kind="delay" if row["l2_due_at"] else "",
+                last_run=float(row["l2_last_run"] or 0),
+                last_active=float(row["last_active"] or 0),
+            )
+            self._scopes[scope] = sc
+        return sc
+
+    def _threshold(self, s: _Session) -> int:
+        every = self.cfg.every_n_conversations
+        if not self.cfg.enable_warmup or s.threshold <= 0:
+            return every
+        return min(s.threshold, every)
+
+    def _skipped(self, session_key: str) -> bool:
+        if any(p.search(session_key) for p in BUILTIN_SKIP):
+            return True
+        return any(p.search(session_key) for p in self._exclude)
+
+    def _enqueue_l1(self, s: _Session, front: bool = False) -> None:
+        s.idle_at = None
+        if s.queued or self._stopping:
+            return
+        s.queued = True
+        item = (s.scope, s.key)
+        if front:
+            self._l1_queue.appendleft(item)
+        else:
+            self._l1_queue.append(item)
+        self._cv.notify_all()
+
+    def _enqueue_l2(self, sc: _Scope, stage: str) -> None:
+        if stage in sc.queued or self._stopping:
+            return
+        sc.queued.add(stage)
+        self._l2_queue.append((stage, sc.scope))
+        self._cv.notify_all()
+
+    def _backoff(self, failures: int) -> float:
+        """Retry delay: a twentieth of the idle timeout (1-30 s), doubling, capped at 10 min."""
+        base = max(1.0, min(30.0, self.cfg.l1_idle_timeout_seconds / 20))
+        return min(MAX_BACKOFF_SECONDS, base * (2 ** max(0, failures - 1)))
+
+    # ------------------------------------------------------------------ capture / session end
+
+    def on_capture(self, scope: str, session_key: str, session_id: str, rows: list[dict]) -> None:
+        """Capture listener: count the conversation, run L1 now or arm the idle timer."""
+        if not rows or not self.enabled or self._skipped(session_key):
+            return
+        st = None
+        if (scope, session_key) not in self._sessions:
+            st = state.get_session(self.store, scope, session_key)
+        with self._cv:
+            s = self._session(scope, session_key, st)
+            s.count += 1
+            s.pending += len(rows)
+            s.failures = 0
+            s.last_active = time.time()
+            sc = self._scope(scope) if scope in self._scopes else None
+            if sc is not None:
+                sc.last_active = s.last_active
+            if s.count >= self._threshold(s):
+                self._enqueue_l1(s)
+            elif not s.queued:
+                s.idle_at = time.monotonic() + self.cfg.l1_idle_timeout_seconds
+            self._cv.notify_all()
+
+    def flush(self, scope: str, session_key: str, timeout: float = FLUSH_TIMEOUT_SECONDS) -> bool:
+        """Session end: extract whatever the session has pending and wait for it (bounded).
+
+        True when nothing is left pending; False on timeout or when the run failed (it is then
+        retried in the background like any failed run).
+        """
+        if not self.enabled or self._skipped(session_key):
+            return True
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            s = self._session(scope, session_key)
+            s.idle_at = None
+        while True:
+            pending = self._has_pending(scope, session_key)
+            with self._cv:
+                if not pending and not s.queued and not s.running:
+                    return True
+                if time.monotonic() >= deadline or self._stopping:
+                    return False
+                if pending and not s.queued and not s.running:
+                    s.retry_at = None
+                    self._enqueue_l1(s, front=True)
+                target = s.runs_done + (1 if s.running or s.queued else 0)
+                while s.runs_done < target and time.monotonic() < deadline:
+                    self._cv.wait(min(0.5, max(0.01, deadline - time.monotonic())))
+                if s.runs_done >= target and not s.last_ok:
+                    return False
+
+    def _has_pending(self, scope: str, key: str) -> bool:
+        st = state.get_session(self.store, scope, key)
+        if st["plan"]:
+            return True
+        return next_chunk(self.store, scope, key, st["l1_cursor"], window=1) is not None
+
+    # ------------------------------------------------------------------ timer
+
+    def _timer_loop(self) -> None:
+        with self._cv:
+            while not self._stopping:
+                mono, wall = time.monotonic(), time.time()
+                wake = mono + 5.0
+                for s in list(self._sessions.values()):
+                    for attr in ("idle_at", "retry_at"):
+                        at = getattr(s, attr)
+                        if at is None:
+                            continue
+                        if at <= mono:
+                            setattr(s, attr, None)
+                            if s.count > 0 or s.pending > 0 or attr == "retry_at":
+                                self._enqueue_l1(s)
+                        else:
+                            wake = min(wake, at)
+                    if (
+                        not s.queued
+                        and not s.running
+                        and s.pending <= 0
+                        and s.idle_at is None
+                        and s.retry_at is None
+                        and wall - s.last_active > 3600
+                    ):
+                        self._sessions.pop((s.scope, s.key), None)  # forget idle sessions
+                for sc in list(self._scopes.values()):
+                    if sc.due:
+                        if sc.due <= wall:
+                            self._fire_l2(sc, wall)
+                        else:
+                            wake = min(wake, mono + (sc.due - wall))
+                    if sc.l3_retry_at:
+                        if sc.l3_retry_at <= wall:
+                            sc.l3_retry_at = 0.0
+                            self._enqueue_l2(sc, "l3")
+                        else:
+                            wake = min(wake, mono + (sc.l3_retry_at - wall))
+                self._cv.wait(max(0.01, wake - time.monotonic()))
+
+    def _fire_l2(self, sc: _Scope, wall: float) -> None:
+        kind, sc.due, sc.due_kind = sc.due_kind, 0.0, ""
+        window = self.cfg.session_active_window_hours * 3600
+        if kind == "max" and sc.last_active and wall - sc.last_active >= window:
+            log.info("L2 for scope %s not re-armed: inactive for over %sh", sc.scope, window / 3600)
+            return
+        self._enqueue_l2(sc, "l2")
+
+    def _l2_after_l1(self, sc: _Scope, now: float | None = None) -> float:
+        """New memories: L2 after the delay, but not before the minimum interval has passed.
+
+        The timer only ever moves earlier (a pending max-interval run is pulled forward)."""
+        now = time.time() if now is None else now
+        desired = max(
+            now + self.cfg.l2_delay_after_l1_seconds,
+            sc.last_run + self.cfg.l2_min_interval_seconds,
+        )
+        self._arm_l2(sc, desired, "delay", only_earlier=True)
+        return sc.due
+
+    def _arm_l2(self, sc: _Scope, at: float, kind: str, only_earlier: bool) -> None:
+        if only_earlier and sc.due and sc.due <= at:
+            return
+        sc.due, sc.due_kind = at, kind
+        self._cv.notify_all()
+
+    # ------------------------------------------------------------------ L1 worker
+
+    def _l1_loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._l1_queue and not self._stopping:
+                    self._cv.wait()
+                if self._stopping:
+                    return
+                scope, key = self._l1_queue.popleft()
+                s = self._session(scope, key)
+                s.queued = False
+                s.running = True
+                counted = s.count
+            ok, error, stored, truncated = True, None, 0, False
+            started = time.monotonic()
+            try:
+                stored, more = self._run_l1(s)
+                log.info(
+                    "L1 for %s/%s: %d memories written (%.0f ms)",
+                    scope,
+                    key,
+                    stored,
+                    (time.monotonic() - started) * 1000,
+                )
+            except Exception as e:  # noqa: BLE001 - every failure is retried, never fatal
+                ok, more = False, False
+                error = str(e) if isinstance(e, StageFailure) else f"{type(e).__name__}: {e}"
+                truncated = isinstance(e, StageFailure) and e.truncated
+                if not isinstance(e, StageFailure):
+                    log.exception("L1 run for %s/%s failed", scope, key)
+            writes: list[Any] = []
+            with self._cv:
+                s.running = False
+                s.runs_done += 1
+                s.last_ok = ok
+                if ok:
+                    self.stats["l1"].ok()
+                    s.failures, s.last_error, s.window = 0, None, WINDOW_NEW
+                    s.count = max(0, s.count - counted)
+                    if counted and self.cfg.enable_warmup and s.threshold > 0:
+                        nxt = s.threshold * 2
+                        s.threshold = 0 if nxt >= self.cfg.every_n_conversations else nxt
+                        th = s.threshold
+                        writes.append(
+                            partial(
+                                state.update_session, self.store, scope, key, warmup_threshold=th
+                            )
+                        )
+                    if stored:
+                        self.memories_stored += stored
+                        sc = self._scope(scope)
+                        sc.last_active = max(sc.last_active, s.last_active)
+                        due = self._l2_after_l1(sc)
+                        writes.append(partial(state.update_scope, self.store, scope, l2_due_at=due))
+                    if more:
+                        self._enqueue_l1(s)
+                    elif s.count > 0 and s.idle_at is None and not s.queued:
+                        s.idle_at = time.monotonic() + self.cfg.l1_idle_timeout_seconds
+                else:
+                    self.stats["l1"].fail(f"{scope}/{key}: {error}")
+                    s.failures += 1
+                    s.last_error = error
+                    if truncated:
+                        s.window = max(1, s.window // 2)
+                    delay = self._backoff(s.failures)
+                    s.retry_at = time.monotonic() + delay
+                    log.warning(
+                        "L1 for %s/%s failed (attempt %d), retrying in %.0fs: %s",
+                        scope,
+                        key,
+                        s.failures,
+                        delay,
+                        error,
+                    )
+                    n_fail = s.failures
+                    writes.append(
+                        partial(
+                            state.update_session,
+                            self.store,
+                            scope,
+                            key,
+                            failures=n_fail,
+                            last_error=error or "",
+                        )
+                    )
+                self._cv.notify_all()
+            for write in writes:
+                try:
+                    write()
+                except Exception:  # noqa: BLE001 - bookkeeping only; the cursor is safe
+                    log.exception("could not record pipeline state")
+
+    def _run_l1(self, s: _Session) -> tuple[int, bool]:
+        """Process pending chunks of one session; returns (memories stored, more pending)."""
+        st = state.get_session(self.store, s.scope, s.key)
+        cursor, scene = st["l1_cursor"], st["last_scene_name"]
+        stored = 0
+        plan = state.load_plan(st["plan"])
+        if plan is not None:  # a run that was interrupted after deciding: replay it
+            found = (
+                self.store.reader()
+                .execute("SELECT rowid FROM l0_messages WHERE id = ?", (plan.get("to_id", ""),))
+                .fetchone()
+            )
+            if found:  # rowids change when the database is rebuilt; record ids do not
+                plan["to_rowid"] = found[0]
+            stored += self._apply(s, plan, cursor)
+            cursor, scene = plan["to_rowid"], plan.get("scene", scene)
+        for _ in range(MAX_CHUNKS_PER_RUN):
+            if self._stopping:
+                return stored, True
+            chunk = next_chunk(self.store, s.scope, s.key, cursor, window=s.window)
+            if chunk is None:
+                return stored, False
+            force_rules = s.window == 1 and s.failures >= 3
+            if self.llm is not None and not force_rules:
+                with self._llm_lock:
+                    plan = self.l1.plan(chunk, scene)
+            elif force_rules:
+                plan = self._rules_plan(chunk, scene)
+            else:
+                plan = self.l1.plan(chunk, scene)
+            if plan["ops"]:
+                state.save_plan(self.store, s.scope, s.key, plan)
+            stored += self._apply(s, plan, cursor, rows=len(chunk.rows))
+            cursor, scene = plan["to_rowid"], plan["scene"]
+        return stored, True
+
+    def _rules_plan(self, chunk: Any, scene: str) -> dict[str, Any]:
+        """A message the LLM keeps choking on (truncated output on its own): use the rules."""
+        log.warning(
+            "L1 for %s/%s: falling back to rules for one message", chunk.scope, chunk.session_key
+        )
+        llm, self.l1.llm = self.l1.llm, None
+        try:
+            return self.l1.plan(chunk, scene)
+        finally:
+            self.l1.llm = llm
+
+    def _apply(
+        self, s: _Session, plan: dict[str, Any], cursor: int, rows: int | None = None
+    ) -> int:
+        n = self.l1.apply(plan, s.scope)
+        state.complete_chunk(
+            self.store,
+            s.scope,
+            s.key,
+            plan["to_rowid"],
+            plan.get("to_id", ""),
+            n,
+            plan.get("scene", ""),
+            time.time(),
+        )
+        if rows is None:  # a replayed plan: count what it covered
+            rows = (
+                self.store.reader()
+                .execute(
+                    "SELECT count(*) FROM l0_messages WHERE scope = ? AND session_key = ?"
+                    " AND rowid > ? AND rowid <= ?",
+                    (s.scope, s.key, cursor, plan["to_rowid"]),
+                )
+                .fetchone()[0]
+            )
+        with self._cv:
+            s.pending = max(0, s.pending - rows)
+        return n
+
+    # ------------------------------------------------------------------ L2 / L3 worker
+
+    def _l2_loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._l2_queue and not self._stopping:
+                    self._cv.wait()
+                if self._stopping:
+                    return
+                stage, scope = self._l2_queue.popleft()
+                sc = self._scope(scope)
+                sc.queued.discard(stage)
+                sc.running = stage
+            try:
+                if stage == "l2":
+                    self._run_l2(sc)
+                else:
+                    self._run_l3(sc)
+            finally:
+                with self._cv:
+                    sc.running = None
+                    self._cv.notify_all()
+
+    def _run_l2(self, sc: _Scope) -> None:
+        try:
+            with self._llm_lock:
+                result = self.l2.run(sc.scope, lenient=sc.failures >= 3)
+        except Exception as e:  # noqa: BLE001
+            error = str(e) if isinstance(e, StageFailure) else f"{type(e).__name__}: {e}"
+            if not isinstance(e, StageFailure):
+                log.exception("L2 run for %s failed", sc.scope)
+            with self._cv:
+                sc.failures += 1
+                self.stats["l2"].fail(f"{sc.scope}: {error}")
+                delay = self._backoff(sc.failures)
+                self._arm_l2(sc, time.time() + delay, "retry", only_earlier=False)
+            log.warning(
+                "L2 for %s failed (attempt %d), retrying in %.0fs: %s",
+                sc.scope,
+                sc.failures,
+                delay,
+                error,
+            )
+            try:
+                state.update_scope(
+                    self.store,
+                    sc.scope,
+                    l2_failures=sc.failures,
+                    last_error=error,
+                    l2_due_at=sc.due,
+                )
+            except Exception:  # noqa: BLE001
+                log.exception("could not record the L2 failure")
+            return
+        wall = time.time()
+        with self._cv:
+            sc.failures = 0
+            self.stats["l2"].ok()
+            if result.batches:
+                sc.last_run = wall
+            self._arm_l2(sc, wall + self.cfg.l2_max_interval_seconds, "max", only_earlier=False)
+        state.update_scope(self.store, sc.scope, l2_last_run=sc.last_run, l2_due_at=sc.due)
+        if result.batches:
+            log.info(
+                "L2 for %s: %d memories into scenes (%s)",
+                sc.scope,
+                result.processed,
+                "; ".join(result.log),
+            )
+            self._run_l3(sc)
+
+    def _run_l3(self, sc: _Scope) -> None:
+        try:
+            ss = self.l2.scene_store(sc.scope)
+            with self._llm_lock:
+                reason = self.l3.run(sc.scope, ss)
+        except Exception as e:  # noqa: BLE001
+            error = str(e) if isinstance(e, StageFailure) else f"{type(e).__name__}: {e}"
+            if not isinstance(e, StageFailure):
+                log.exception("L3 run for %s failed", sc.scope)
+            with self._cv:
+                sc.l3_failures += 1
+                self.stats["l3"].fail(f"{sc.scope}: {error}")
+                sc.l3_retry_at = time.time() + self._backoff(sc.l3_failures)
+                self._cv.notify_all()
+            return
+        with self._cv:
+            sc.l3_failures = 0
+            if reason is not None:
+                self.stats["l3"].ok()
+            else:
+                self.stats["l3"].failing = False
+
+    # ------------------------------------------------------------------ health
+
+    def status(self) -> dict[str, Any]:
+        with self._cv:
+            sessions = list(self._sessions.values())
+            scopes = list(self._scopes.values())
+            l1_running = next((f"{s.scope}/{s.key}" for s in sessions if s.running), None)
+            l2_running = next((f"{sc.running}:{sc.scope}" for sc in scopes if sc.running), None)
+            backlog = {
+                "l1_sessions": sum(1 for s in sessions if s.pending > 0 or s.queued or s.running),
+                "l1_messages": sum(max(0, s.pending) for s in sessions),
+                "l1_queued": len(self._l1_queue),
+                "l1_retrying": sum(1 for s in sessions if s.retry_at is not None),
+                "l2_queued": len(self._l2_queue),
+                "l2_armed": sum(1 for sc in scopes if sc.due),
+            }
+            stages = {k: v.as_json() for k, v in self.stats.items()}
+        l2_pending = 0
+        for sc in scopes:
+            with contextlib.suppress(Exception):  # health must answer
+                l2_pending += state.count_pending_l1(
+                    self.store, sc.scope, state.get_scope(self.store, sc.scope)["l2_cursor"]
+                )
+        backlog["l2_memories"] = l2_pending
+        idle = (
+            backlog["l1_messages"] == 0
+            and not backlog["l1_queued"]
+            and not backlog["l2_queued"]
+            and l1_running is None
+            and l2_running is None
+        )
+        stages["dedup"] = {"last_error": self.l1.last_dedup_error}
+        return {
+            "enabled": self.enabled,
+            "mode": self.mode,
+            "idle": idle,
+            "backlog": backlog,
+            "running": {"l1": l1_running, "l2": l2_running},
+            "stages": stages,
+            "memories_stored": self.memories_stored,
+            "llm_usage": self.llm.usage_summary() if self.llm else {},
+        }
+
+    def degraded(self) -> list[str]:
+        out = []
+        for stage, st in self.stats.items():
+            if st.failing and st.last_error:
+                out.append(f"pipeline {stage} failing, retrying: {st.last_error}")
+        return out
+
+
+def _epoch(iso: str) -> float:
+    if not iso:
+        return 0.0
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0

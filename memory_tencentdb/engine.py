@@ -138,15 +138,20 @@ class Engine:
     def memory(self, memory_id: str) -> dict[str, Any] | None:
         return memory_service.memory_with_trace(self.store, memory_id)
 
-    def end_session(self, scope: str, session_key: str, session_id: str) -> None:
-        """Extract what the session has pending (L1), waiting for it within a bound."""
+    def end_session(self, scope: str, session_key: str, session_id: str, wait: bool = True) -> bool:
+        """Extract what the session has pending (L1). With ``wait``, block until that is done
+        (bounded); either way the work continues in the background. True when it finished."""
         log.info("session end: scope=%s session=%s", scope, session_key)
-        if self.pipeline is not None and not self.pipeline.flush(scope, session_key):
+        if self.pipeline is None:
+            return True
+        done = self.pipeline.flush(scope, session_key, **({} if wait else {"timeout": 0}))
+        if wait and not done:
             log.warning(
                 "session end: L1 for %s/%s not finished; continuing in background",
                 scope,
                 session_key,
             )
+        return done
 
     # ------------------------------------------------------------------ health
 

@@ -115,10 +115,13 @@ def create_app(engine: Engine) -> FastAPI:
 
     @app.post("/session/end")
     def session_end(body: s.SessionEndBody) -> dict[str, Any]:
-        engine.end_session(
-            resolve_scope(body.scope, body.user_id), body.session_key, body.session_id or ""
+        done = engine.end_session(
+            resolve_scope(body.scope, body.user_id),
+            body.session_key,
+            body.session_id or "",
+            wait=body.wait,
         )
-        return {"flushed": True}
+        return {"flushed": done}
 
     @app.post("/memories", status_code=201)
     def create_memory(body: s.MemoryBody) -> dict[str, Any]:

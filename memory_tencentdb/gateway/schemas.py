@@ -94,6 +94,8 @@ class SearchConversationsBody(Scoped):
 class SessionEndBody(Scoped):
     session_key: Id
     session_id: OptText = None
+    # False: start the flush and answer at once (hosts that are exiting need not wait).
+    wait: bool = True
 
 
 class MemoryBody(Scoped):

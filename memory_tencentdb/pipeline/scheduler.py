@@ -321,11 +321,12 @@ class Pipeline:
             with self._cv:
                 if not pending and not s.queued and not s.running:
                     return True
-                if time.monotonic() >= deadline or self._stopping:
-                    return False
                 if pending and not s.queued and not s.running:
                     s.retry_at = None
                     self._enqueue_l1(s, front=True)
+                # Checked after queuing, so timeout=0 means "start it, don't wait".
+                if time.monotonic() >= deadline or self._stopping:
+                    return False
                 target = s.runs_done + (1 if s.running or s.queued else 0)
                 while s.runs_done < target and time.monotonic() < deadline:
                     self._cv.wait(min(0.5, max(0.01, deadline - time.monotonic())))

@@ -89,7 +89,9 @@ export function createHooks({ config, client, warn, turns }) {
     if (isExcludedAgent(scope, config.excludeAgents)) return;
     const result = await client.post(
       "/session/end",
-      { session_key: sessionKey, ...sessionIdOf(event?.sessionId ?? ctx?.sessionId), scope },
+      // wait: false: the gateway starts the flush and answers at once; extraction can take
+      // longer than a session end should hold up OpenClaw (or a CLI that is about to exit).
+      { session_key: sessionKey, ...sessionIdOf(event?.sessionId ?? ctx?.sessionId), scope, wait: false },
       { timeoutMs: config.sessionEnd.timeoutMs },
     );
     if (!result.ok) warn(`session_end:${result.reason}`, `session end not sent: ${result.reason}`);

@@ -101,7 +101,12 @@ test("healthy stub: recorded session ends (/new and shutdown) reach /session/end
   }
   assert.deepEqual(stub.paths(), ["/session/end", "/session/end"]);
   const { sessionId } = recorded("gateway_session", "session_end", 0).event;
-  assert.deepEqual(stub.requests[0].body, { session_key: "agent:main:rec-gw", session_id: sessionId, scope: "main" });
+  assert.deepEqual(stub.requests[0].body, {
+    session_key: "agent:main:rec-gw",
+    session_id: sessionId,
+    scope: "main",
+    wait: false,
+  });
 });
 
 test("down: every hook and tool returns at once, no throw, warnings rate-limited, breaker opens", async () => {

@@ -80,3 +80,47 @@ def test_warm_up_threshold(make):
     assert p._threshold(s) == 5
     off = make(every_n_conversations=5, enable_warmup=False)
     assert off._threshold(off._session("s", "k2")) == 5
+
+
+def test_session_end_waits_or_not(start_gateway):
+    """``wait`` (default) answers once L1 for the session is done; ``wait: false`` answers at
+    once and the flush still happens in the background."""
+    import time as _time
+
+    env = {
+        "TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "600",
+        "TDAI_EMBEDDING_PROVIDER": "none",
+    }
+    gw = start_gateway(env=env)
+
+    def turn(c, scope: str, text: str) -> None:
+        # Two turns, so the warm-up (1 -> 2 -> 4) leaves the second one pending.
+        for user in ("你好", text):
+            c.post(
+                "/capture",
+                json={
+                    "session_key": "k",
+                    "scope": scope,
+                    "user_content": user,
+                    "assistant_content": "好的",
+                },
+            )
+
+    def found(c, scope: str, query: str) -> list[str]:
+        r = c.post("/search/memories", json={"query": query, "scope": scope})
+        return [i["content"] for i in r.json()["items"]]
+
+    with gw.client() as c:
+        turn(c, "waiting", "I always drink oolong tea in the afternoon")
+        r = c.post("/session/end", json={"session_key": "k", "scope": "waiting"})
+        assert r.status_code == 200 and r.json() == {"flushed": True}
+        assert any("oolong" in m for m in found(c, "waiting", "oolong tea"))
+
+        turn(c, "exiting", "我习惯每天晚上十点睡觉")
+        started = _time.monotonic()
+        r = c.post("/session/end", json={"session_key": "k", "scope": "exiting", "wait": False})
+        assert r.status_code == 200 and _time.monotonic() - started < 2.0
+        deadline = _time.monotonic() + 15
+        while _time.monotonic() < deadline and not found(c, "exiting", "十点睡觉"):
+            _time.sleep(0.2)
+        assert any("十点" in m for m in found(c, "exiting", "十点睡觉"))

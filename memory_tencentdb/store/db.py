@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import random
 import secrets
 import threading
 import time
@@ -51,8 +52,12 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# Seeded once from the OS; then ids cost no system call (a capture makes several).
+_random = random.Random(secrets.randbits(128))
+
+
 def new_id(prefix: str) -> str:
-    return f"{prefix}_{int(time.time() * 1000)}_{secrets.token_hex(4)}"
+    return f"{prefix}_{int(time.time() * 1000)}_{_random.getrandbits(32):08x}"
 
 
 @dataclass

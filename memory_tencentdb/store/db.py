@@ -427,20 +427,6 @@ class Store:
 
     # ----------------------------------------------------------------- vectors
 
-    def get_vectors(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
-        if not hashes:
-            return {}
-        marks = ",".join("?" * len(hashes))
-        rows = (
-            self.reader()
-            .execute(
-                f"SELECT text_hash, vector FROM vectors WHERE model = ? AND text_hash IN ({marks})",
-                [model, *hashes],
-            )
-            .fetchall()
-        )
-        return {h: np.frombuffer(v, dtype="<f4") for h, v in rows}
-
     def missing_vectors(
         self,
         layer: str,
@@ -456,7 +442,7 @@ class Store:
         """
         table = "l1_memories" if layer == "l1" else "l0_messages"
         where = " AND m.status = 'active'" if layer == "l1" else ""
-        params: list[Any] = [model]
+        params: list[Any] = [model, layer]
         if rowids is not None:
             if not rowids:
                 return []
@@ -470,7 +456,7 @@ class Store:
             self.reader()
             .execute(
                 f"SELECT m.rowid, m.scope, m.text_hash, m.content FROM {table} m"
-                f" WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?"
+                f" WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.layer = ?"
                 f" AND v.text_hash = m.text_hash){where} ORDER BY m.rowid LIMIT ?",
                 params,
             )
@@ -493,8 +479,12 @@ class Store:
             return
         self._transaction(
             lambda conn: conn.executemany(
-                "INSERT OR IGNORE INTO vectors (model, text_hash, dim, vector) VALUES (?, ?, ?, ?)",
-                [(model, h, int(v.shape[0]), v.astype("<f4").tobytes()) for _, _, h, v in items],
+                "INSERT OR IGNORE INTO vectors (model, layer, text_hash, dim, vector)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [
+                    (model, layer, h, int(v.shape[0]), v.astype("<f4").tobytes())
+                    for _, _, h, v in items
+                ],
             )
         )
         index = self._indexes.get((layer, model))
@@ -540,26 +530,43 @@ class Store:
         return (
             self.reader()
             .execute(
-                f"SELECT count(*) FROM {table} m JOIN vectors v ON v.model = ?"
+                f"SELECT count(*) FROM {table} m JOIN vectors v ON v.model = ? AND v.layer = ?"
                 f" AND v.text_hash = m.text_hash WHERE 1{status}",
-                (model,),
+                (model, layer),
             )
             .fetchone()[0]
         )
 
     def _vectors_of(self, layer: str, model: str, dim: int, batch: int = 5000):
+        """``[(rowid, scope, vector)]`` batches for every live row of ``layer`` with a vector.
+
+        Joined in Python: reading the model's vectors in one pass and looking their rows up in
+        a dict avoids a random b-tree probe per row (11 s at 100k rows when done in SQL).
+        """
         table = "l1_memories" if layer == "l1" else "l0_messages"
-        status = " AND m.status = 'active'" if layer == "l1" else ""
+        status = " WHERE status = 'active'" if layer == "l1" else ""
+        owners: dict[str, list[tuple[int, str]]] = {}
+        for rowid, scope, h in self.reader().execute(
+            f"SELECT rowid, scope, text_hash FROM {table}{status}"
+        ):
+            owners.setdefault(h, []).append((rowid, scope))
         cur = self.reader().execute(
-            f"SELECT m.rowid, m.scope, v.vector FROM {table} m JOIN vectors v ON v.model = ?"
-            f" AND v.text_hash = m.text_hash WHERE v.dim = ?{status}",
-            (model, dim),
+            "SELECT text_hash, vector FROM vectors WHERE model = ? AND layer = ? AND dim = ?",
+            (model, layer, dim),
         )
+        out: list[tuple[int, str, np.ndarray]] = []
         while True:
             rows = cur.fetchmany(batch)
             if not rows:
-                return
-            yield [(r, s, np.frombuffer(v, dtype="<f4")) for r, s, v in rows]
+                break
+            for h, blob in rows:
+                for rowid, scope in owners.get(h, ()):
+                    out.append((rowid, scope, np.frombuffer(blob, dtype="<f4")))
+            if len(out) >= batch:
+                yield out
+                out = []
+        if out:
+            yield out
 
     def _drop_from_indexes(self, layer: str, rowids: list[int]) -> None:
         for (lay, _), index in list(self._indexes.items()):

@@ -88,8 +88,8 @@ def _copy_vectors(new: Store, old_db: Path) -> int:
             new.writer.execute("ATTACH DATABASE ? AS old", (str(old_db),))
             try:
                 cur = new.writer.execute(
-                    "INSERT OR IGNORE INTO vectors SELECT model, text_hash, dim, vector"
-                    " FROM old.vectors"
+                    "INSERT OR IGNORE INTO vectors (model, layer, text_hash, dim, vector)"
+                    " SELECT model, layer, text_hash, dim, vector FROM old.vectors"
                 )
                 return cur.rowcount
             finally:

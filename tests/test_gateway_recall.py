@@ -201,3 +201,23 @@ def test_keyword_strategy(start_gateway, scope: str):
     assert body["strategy"] == "keyword"
     assert [m["content"] for m in body["memories"]] == ["项目数据库必须使用 PostgreSQL"]
     assert para["memories"] == []  # no shared word: keyword alone cannot find it
+
+
+def test_keyword_search_finds_a_scope_crowded_out_by_another(start_gateway, scope: str):
+    """Keyword ranking runs across the whole FTS index first; when another scope fills the top
+    of it, the scope-filtered query must still find this scope's match."""
+    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    crowd = scope + "-crowd"
+    with gw.client() as c:
+        for i in range(40):
+            _remember(c, crowd, f"乌龙茶 乌龙茶 乌龙茶 oolong oolong 第{i}条")
+        _remember(c, scope, "用户下午偶尔喝一杯乌龙茶，顺便看看书")
+        for limit in (1, 3):
+            body = c.post(
+                "/search/memories", json={"query": "乌龙茶 oolong", "scope": scope, "limit": limit}
+            ).json()
+            assert [i["content"] for i in body["items"]] == ["用户下午偶尔喝一杯乌龙茶，顺便看看书"]
+        crowded = c.post(
+            "/search/memories", json={"query": "乌龙茶", "scope": crowd, "limit": 5}
+        ).json()
+    assert crowded["total"] == 5 and all("第" in i["content"] for i in crowded["items"])

@@ -112,9 +112,7 @@ def reset_binding_for_tests() -> None:
         _binding = None
 
 
-def connect(
-    path: Path | str, binding: Binding | None = None, readonly: bool = False, cache_kib: int = 32768
-) -> Any:
+def connect(path: Path | str, binding: Binding | None = None, readonly: bool = False) -> Any:
     """A connection with our pragmas, sqlite-vec loaded when available.
 
     ``check_same_thread=False``: the store guards its writer connection with a lock and gives
@@ -133,7 +131,7 @@ def connect(
         conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
+    conn.execute("PRAGMA cache_size = -32768")
     conn.execute("PRAGMA temp_store = MEMORY")
     if readonly:
         conn.execute("PRAGMA query_only = ON")

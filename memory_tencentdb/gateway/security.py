@@ -156,7 +156,7 @@ class GatewayGuard:
                 raise
 
 
-def log_posture(host: str, api_key: str | None, cors: list[str]) -> None:
+def log_posture(host: str, api_key: str | None, cors: list[str], mode: str = "") -> None:
     """One line about exposure at startup, louder when it is risky."""
     exposed = host not in LOOPBACK
     if exposed and not api_key:
@@ -166,7 +166,13 @@ def log_posture(host: str, api_key: str | None, cors: list[str]) -> None:
             host,
         )
     elif not api_key:
-        log.warning("security: no API key set (auth off); acceptable on loopback %s only", host)
+        log.warning(
+            "security: auth off (server.auth: off); any local process can read and write"
+            " memories on %s",
+            host,
+        )
+    elif mode == "key-file":
+        log.info("security: Bearer auth on with the data directory's gateway.key; on %s", host)
     else:
         log.info("security: Bearer auth on; listening on %s", host)
     if "*" in cors:

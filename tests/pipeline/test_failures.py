@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC
 
-import httpx
 import pytest
 
 from tests.pipeline.conftest import (
@@ -301,7 +300,7 @@ def test_half_applied_plan_is_replayed_not_re_extracted(start_gateway, tmp_path)
     rows = scope_memories(gw, "default")
     assert sorted(r["id"] for r in rows) == ["m_plan_1", "m_plan_2"]  # no rule re-extraction
     assert upsert_lines(gw, "default") == 2
-    with httpx.Client(base_url=gw.base_url) as c:
+    with gw.client() as c:
         item = c.get("/memories/m_plan_2").json()
     assert item["trace"]["source_messages"][0]["content"] == "I prefer green tea to coffee."
 

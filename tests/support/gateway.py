@@ -121,6 +121,25 @@ class GatewayProcess:
         self.stop()
         return self.start(timeout)
 
+    @property
+    def token(self) -> str | None:
+        """The key this gateway demands: the one it was given in its env, else its key file."""
+        env = self.env()
+        for name in ("TDAI_GATEWAY_API_KEY", "MEMORY_TENCENTDB_GATEWAY_API_KEY"):
+            if env.get(name, "").strip():
+                return env[name].strip()
+        try:
+            return (self.data_dir / "gateway.key").read_text("utf-8").strip() or None
+        except OSError:
+            return None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        token = self.token
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
     def client(self, token: str | None = None, timeout: float = 30.0) -> httpx.Client:
+        """An HTTP client with this gateway's token (pass ``token=""`` for none)."""
+        token = self.token if token is None else token
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)

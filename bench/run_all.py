@@ -25,6 +25,7 @@ ROOT = BENCH.parent
 KNOWN = [
     "recall_quality.py",
     "gateway_bench.py",
+    "offload_bench.py",
     "hermes_overhead.py",
     "openclaw_overhead.py",
     "openclaw_overhead.mjs",

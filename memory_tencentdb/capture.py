@@ -8,6 +8,7 @@ JSONL file and indexed. Embedding happens later, in the background, so capture s
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -17,6 +18,8 @@ from memory_tencentdb.store.db import L0Input, Store
 from memory_tencentdb.text.sanitize import clean_captured, is_noise
 
 CAPTURED_ROLES = ("user", "assistant", "tool")
+# Epoch milliseconds of 9999-12-31T23:59:59.999Z: the last instant a date type can hold.
+MAX_TIMESTAMP_MS = 253_402_300_799_999
 MAX_TOOL_ARGS_CHARS = 2000
 
 # Called after each successful capture with (scope, session_key, session_id, rows); the
@@ -57,6 +60,8 @@ def _timestamp_ms(value: Any, fallback: int) -> int:
         return fallback
     if isinstance(value, int | float):
         v = float(value)
+        if not (math.isfinite(v) and 0 <= v <= MAX_TIMESTAMP_MS):
+            return fallback  # would overflow the index's int64 (the gateway refuses it first)
         return int(v * 1000) if v < 1e11 else int(v)
     if isinstance(value, str) and value.strip():
         try:

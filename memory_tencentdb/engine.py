@@ -139,8 +139,8 @@ class Engine:
     def write_memory(self, **fields: Any) -> dict[str, Any]:
         return memory_service.write_memory(self.store, self.vectorizer, **fields)
 
-    def memory(self, memory_id: str) -> dict[str, Any] | None:
-        return memory_service.memory_with_trace(self.store, memory_id)
+    def memory(self, memory_id: str, scope: str) -> dict[str, Any] | None:
+        return memory_service.memory_with_trace(self.store, memory_id, scope)
 
     def end_session(self, scope: str, session_key: str, session_id: str, wait: bool = True) -> bool:
         """Extract what the session has pending (L1). With ``wait``, block until that is done

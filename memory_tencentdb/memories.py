@@ -52,14 +52,15 @@ def write_memory(
     return record
 
 
-def memory_with_trace(store: Store, memory_id: str) -> dict[str, Any] | None:
-    """A memory, the raw messages it came from, what replaced it and what it replaced."""
+def memory_with_trace(store: Store, memory_id: str, scope: str) -> dict[str, Any] | None:
+    """A memory of ``scope``, the raw messages it came from, what replaced it and what it
+    replaced. Another scope's memory is None (not found), exactly like a missing id."""
     row = store.memory_by_id(memory_id)
-    if row is None:
+    if row is None or row["scope"] != scope:
         return None
     out = {k: v for k, v in row.items() if k not in ("rowid", "text_hash")}
     out["source_message_ids"] = out.pop("source_ids")
-    sources = store.l0_by_ids(row["source_ids"])
+    sources = [m for m in store.l0_by_ids(row["source_ids"]) if m["scope"] == scope]
     out["trace"] = {
         "file": row["file"],
         "source_messages": [
@@ -77,6 +78,7 @@ def memory_with_trace(store: Store, memory_id: str) -> dict[str, Any] | None:
         "history": [
             {k: h[k] for k in ("id", "content", "status", "updated_at", "superseded_by")}
             for h in store.memory_history(memory_id)
+            if h["scope"] == scope
         ],
     }
     return out

@@ -25,7 +25,7 @@ from typing import Any
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.db import Store
-from memory_tencentdb.text.sanitize import clean_captured, escape_tags
+from memory_tencentdb.text.sanitize import clean_captured, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
 
 log = logging.getLogger("memory_tencentdb.recall")
@@ -160,6 +160,7 @@ def stable_context(data_dir: Path, have_memories: bool, tool_names: dict[str, st
 
 def tool_guide(tool_names: dict[str, str] | None = None) -> str:
     names = {**DEFAULT_TOOL_NAMES, **(tool_names or {})}
+    names = {k: escape_tags(one_line(str(v))).replace("`", "'") for k, v in names.items()}
     return (
         "<memory-tools-guide>\n"
         "## Long-term memory tools\n"
@@ -207,8 +208,9 @@ def _scene_navigation(data_dir: Path) -> str:
 
 
 def _memory_line(row: dict[str, Any], tz: tzinfo) -> str:
-    label = row["type"] + (f"|{row['scene_name']}" if row["scene_name"] else "")
-    line = f"- [{escape_tags(label)}] {escape_tags(row['content'])}"
+    # One memory, one line: a line break in stored text must not start a forged memory line.
+    label = row["type"] + (f"|{one_line(row['scene_name'])}" if row["scene_name"] else "")
+    line = f"- [{escape_tags(label)}] {escape_tags(one_line(row['content']))}"
     when = _activity(row, tz)
     return f"{line} ({when})" if when else line
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.db import Store
-from memory_tencentdb.text.sanitize import clean_captured, escape_tags
+from memory_tencentdb.text.sanitize import clean_captured, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
 
 
@@ -109,9 +109,9 @@ def _render_memories(items: list[dict[str, Any]]) -> str:
     out = [f"Found {len(items)} matching memories:", ""]
     for it in items:
         prio = "global instruction" if it["priority"] < 0 else f"priority: {it['priority']}"
-        scene = f" [scene: {escape_tags(it['scene_name'])}]" if it["scene_name"] else ""
+        scene = f" [scene: {escape_tags(one_line(it['scene_name']))}]" if it["scene_name"] else ""
         out.append(f"- **[{it['type']}]** ({prio}){scene} (score: {it['score']:.3f})")
-        out.append(f"  {escape_tags(it['content'])}")
+        out.append("  " + escape_tags(it["content"]).replace("\n", "\n  "))  # stays indented
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 

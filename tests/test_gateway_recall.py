@@ -121,7 +121,7 @@ def test_fts_syntax_in_queries_is_just_words(shared_gateway: GatewayProcess, sco
 def test_memory_trace_and_404(shared_gateway: GatewayProcess, scope: str):
     with shared_gateway.client() as c:
         mid = _remember(c, scope, "用户喜欢喝乌龙茶", priority=80)
-        got = c.get(f"/memories/{mid}")
+        got = c.get(f"/memories/{mid}", params={"scope": scope})
         missing = c.get("/memories/m_does_not_exist")
     assert got.status_code == 200
     body = got.json()

@@ -141,8 +141,9 @@ def create_app(engine: Engine) -> FastAPI:
         return {"id": record["id"]}
 
     @app.get("/memories/{memory_id}")
-    def get_memory(memory_id: str) -> Any:
-        found = engine.memory(memory_id)
+    def get_memory(memory_id: str, scope: s.QueryText = None, user_id: s.QueryText = None) -> Any:
+        # Same scope rule as every other route; another scope's id is simply not found here.
+        found = engine.memory(memory_id, resolve_scope(scope, user_id))
         if found is None:
             return JSONResponse({"error": f"No memory with id {memory_id!r}"}, status_code=404)
         return found

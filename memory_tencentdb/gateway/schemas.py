@@ -1,19 +1,81 @@
 """Request bodies. Strict types: a number where text belongs is a 422 naming the field, not a
-silent coercion. Unknown fields are ignored so newer hosts keep working with older gateways."""
+silent coercion. Unknown fields are ignored so newer hosts keep working with older gateways.
+
+Whatever the route, a body may hold no value we could not write back out: ``NaN``/``Infinity``
+(Python's JSON reader accepts them, no JSON writer should) and lone UTF-16 surrogates
+(``"\\ud800"`` is valid JSON syntax but no UTF-8 file can hold it). They are refused with the
+field's path before anything is stored, wherever they sit, extra fields included."""
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from fastapi import Query
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from memory_tencentdb.capture import MAX_TIMESTAMP_MS
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 Id = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=512)]
 OptText = Annotated[str, StringConstraints(max_length=512)] | None
+# A query-string parameter (``GET /memories/{id}?scope=``): checked like any other text.
+QueryText = Annotated[OptText, Query(max_length=512)]
+
+
+# Host tool names go into the prompt verbatim: identifiers only.
+TOOL_NAME = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+
+def _unstorable(value: Any) -> tuple[str, str] | None:
+    """``(path, why)`` of the first value no JSON line or UTF-8 file can hold, else None."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, str):
+            if not v.isascii() and not _is_utf8(v):
+                return path, "text contains a lone UTF-16 surrogate (not valid Unicode)"
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                return path, f"{v!r} is not a finite number (NaN and Infinity are not JSON)"
+        elif isinstance(v, dict):
+            for key, item in v.items():
+                if isinstance(key, str) and not key.isascii() and not _is_utf8(key):
+                    return path or "body", "a key contains a lone UTF-16 surrogate"
+                stack.append((f"{path}.{key}" if path else str(key), item))
+        elif isinstance(v, list):
+            stack.extend((f"{path}.{i}" if path else str(i), item) for i, item in enumerate(v))
+    return None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        problem = _unstorable(data)
+        if problem is not None:
+            raise PydanticCustomError(
+                "unstorable_value", "{path}: {why}", {"path": problem[0], "why": problem[1]}
+            )
+        return data
 
 
 class Scoped(Body):
@@ -66,8 +128,8 @@ class CaptureBody(Scoped):
 
 
 class ToolNames(Body):
-    memory_search: OptText = None
-    conversation_search: OptText = None
+    memory_search: ToolName = None
+    conversation_search: ToolName = None
 
 
 class RecallBody(Scoped):

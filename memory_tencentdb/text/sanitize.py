@@ -28,13 +28,21 @@ INJECTED_BLOCKS = (
 # Any of these in stored text is escaped on the way back into a prompt.
 OUR_TAGS = (*INJECTED_BLOCKS, "system", "assistant", "user")
 
+# Only the shape we (and the hosts) inject: the opening tag at the start of a line and alone on
+# it, the closing tag alone on a later line. A user who merely mentions ``<user-persona>`` in a
+# sentence keeps every word of it.
 _STRIP_BLOCKS = [
-    re.compile(rf"<{tag}\b[^>]*>.*?</{tag}\s*>", re.DOTALL | re.IGNORECASE)
+    re.compile(
+        rf"(?:^|(?<=\n))[ \t]*<{tag}(?:\s[^>\n]*)?>[ \t]*\r?\n.*?\n[ \t]*</{tag}\s*>[ \t]*(?=\r?\n|\Z)",
+        re.DOTALL | re.IGNORECASE,
+    )
     for tag in INJECTED_BLOCKS
 ]
-# An unterminated opening tag (a truncated injection) takes everything after it.
+# An unterminated block at the very start of the text is a truncated injection (prepended, then
+# cut by the host): it takes everything after it. Anywhere else an opening tag is just text.
 _STRIP_OPEN = re.compile(
-    r"<(relevant-memories|user-persona|relevant-scenes|scene-navigation|memory-tools-guide)\b[^>]*>.*\Z",
+    r"\A\s*<(relevant-memories|user-persona|relevant-scenes|scene-navigation|memory-tools-guide)"
+    r"(?:\s[^>\n]*)?>[ \t]*\r?\n(?!.*</\1\s*>).*\Z",
     re.DOTALL | re.IGNORECASE,
 )
 _HERMES_HEADER = re.compile(r"^## memory-tencentdb Memory\s*$", re.MULTILINE)
@@ -50,9 +58,41 @@ _MEDIA = re.compile(r"\[media attached:[^\]]*\]", re.IGNORECASE)
 _SYSTEM_LINES = re.compile(r"^System: \[.*$", re.MULTILINE)
 _DATA_URI = re.compile(r"data:image/[a-zA-Z0-9.+-]+;base64,[A-Za-z0-9+/=\s]+")
 _MANY_NEWLINES = re.compile(r"\n{3,}")
+# Characters a model does not see but that split a tag for a regex: zero-width and other format
+# characters (soft hyphen, joiners, direction marks, word joiner, BOM, variation selectors).
+_INVISIBLE = "[\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufe00-\ufe0f\ufeff]"
+_GAP = rf"(?:{_INVISIBLE}|\s)*"
+_LT = "[<\uff1c\ufe64\u3008\u27e8\u2039\u02c2]"  # < and its full-width and look-alike forms
+_SLASH = "[/\uff0f\u2044\u2215]"
+
+
+def _lookalike(ch: str) -> str:
+    """A character class for ``ch`` and its full-width form (and dash/underscore variants)."""
+    if ch == "-":
+        return "[-\uff0d\u2010-\u2015\ufe63]"
+    if ch == "_":
+        return "[_\uff3f]"
+    if ch.isascii() and ch.isalpha():
+        lo, up = ch.lower(), ch.upper()
+        return f"[{lo}{up}{chr(ord(lo) + 0xFEE0)}{chr(ord(up) + 0xFEE0)}]"
+    return re.escape(ch)
+
+
+# ``<`` + optional ``/`` + one of our tag names, each part possibly full-width and split by
+# invisible characters: a model reads all of these as our tag, so all are escaped.
 _TAG_ESCAPE = re.compile(
-    r"<(/?)\s*(" + "|".join(re.escape(t) for t in OUR_TAGS) + r")\b", re.IGNORECASE
+    rf"{_LT}{_GAP}({_SLASH}?){_GAP}(?:"
+    + "|".join(
+        f"(?P<t{i}>" + f"{_INVISIBLE}*".join(_lookalike(c) for c in tag) + ")"
+        for i, tag in enumerate(OUR_TAGS)
+    )
+    + r")(?![A-Za-z0-9_-])",
 )
+# Chat-template control tokens (``<|im_start|>``, DeepSeek's ``<｜end▁of▁sentence｜>``): the
+# bracket-bar pairs are broken so no tokenizer reads them as its special tokens.
+_TEMPLATE_OPEN = re.compile(rf"{_LT}{_GAP}[|\uff5c]")
+_TEMPLATE_CLOSE = re.compile(rf"[|\uff5c]{_GAP}[>\uff1e\ufe65\u3009\u27e9\u203a\u02c3]")
+_LINE_BREAKS = re.compile(r"\s*[\r\n\v\f\x85\u2028\u2029]+\s*")
 
 _NOISE_PREFIXES = (
     "A new session was started via",
@@ -91,5 +131,19 @@ def is_noise(text: str) -> bool:
 
 
 def escape_tags(text: str) -> str:
-    """Neutralise any of our tag names in stored text (``<`` becomes ``&lt;``)."""
-    return _TAG_ESCAPE.sub(lambda m: "&lt;" + m.group(1) + m.group(2), text)
+    """Neutralise our tag names and chat-template tokens in stored text before it goes back
+    into a prompt: ``<`` becomes ``&lt;`` (full-width and zero-width-split forms included)."""
+    text = _TAG_ESCAPE.sub(_escaped_tag, text)
+    text = _TEMPLATE_OPEN.sub("&lt;|", text)
+    return _TEMPLATE_CLOSE.sub("|&gt;", text)
+
+
+def _escaped_tag(m: re.Match[str]) -> str:
+    name = next(OUR_TAGS[int(k[1:])] for k, v in m.groupdict().items() if v is not None)
+    return "&lt;" + ("/" if m.group(1) else "") + name
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: a line break inside a recalled memory must not be able to start
+    what reads as another memory line of our block."""
+    return _LINE_BREAKS.sub(" ", text).strip()

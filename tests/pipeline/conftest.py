@@ -212,9 +212,9 @@ def recall(gw: GatewayProcess, scope: str, query: str) -> dict[str, Any]:
     return r.json()
 
 
-def memory(gw: GatewayProcess, memory_id: str) -> dict[str, Any]:
+def memory(gw: GatewayProcess, memory_id: str, scope: str) -> dict[str, Any]:
     with gw.client() as c:
-        r = c.get(f"/memories/{memory_id}")
+        r = c.get(f"/memories/{memory_id}", params={"scope": scope})
     assert r.status_code == 200, r.text
     return r.json()
 

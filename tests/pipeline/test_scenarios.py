@@ -113,7 +113,7 @@ def test_stated_habit_recallable_within_10s(mode, lang):
     assert len(rows) == 1 and upsert_lines(gw, scope) == 1
     assert rows[0]["origin"] == ("extraction" if kind == "llm" else "rules")
     # The memory traces back to the captured message.
-    traced = memory(gw, rows[0]["id"])
+    traced = memory(gw, rows[0]["id"], scope)
     assert [m["content"] for m in traced["trace"]["source_messages"]] == [t["habit"]]
 
 
@@ -189,9 +189,9 @@ def test_database_switch_keeps_history(mode, lang):
     assert "PostgreSQL" in rows[old_id]["content"]
 
     # History: the old memory is superseded by the new one, and the trace shows it.
-    old = memory(gw, old_id)
+    old = memory(gw, old_id, scope)
     assert old["status"] == "superseded" and old["superseded_by"] == new["id"]
-    traced = memory(gw, new["id"])
+    traced = memory(gw, new["id"], scope)
     assert traced["status"] == "active"
     assert [h["id"] for h in traced["trace"]["history"]] == [old_id]
     assert traced["trace"]["history"][0]["status"] == "superseded"

@@ -94,6 +94,19 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
 
+    @field_validator("timestamp")
+    @classmethod
+    def _plausible_time(cls, value: Any) -> Any:
+        # Epoch seconds or milliseconds; anything else would overflow the index (int64) or
+        # every date type, so it is refused here rather than after the line is on disk.
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and not (math.isfinite(value) and 0 <= value <= MAX_TIMESTAMP_MS):
+            raise ValueError(
+                f"{value!r} is not a time: epoch seconds or milliseconds between 0 and"
+                f" {MAX_TIMESTAMP_MS} (year 9999) expected"
+            )
+        return value
+
 
 class CaptureBody(Scoped):
     session_key: Id
@@ -125,6 +138,9 @@ class CaptureBody(Scoped):
             {"role": "user", "content": self.user_content},
             {"role": "assistant", "content": self.assistant_content},
         ]
+
+
+ToolName = Annotated[str, StringConstraints(pattern=TOOL_NAME)] | None
 
 
 class ToolNames(Body):

@@ -60,6 +60,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from memory_tencentdb.engine import Engine
     from memory_tencentdb.gateway.app import create_app
+    from memory_tencentdb.gateway.lifecycle import Lifecycle, serving_with_drain
     from memory_tencentdb.gateway.security import log_posture
 
     settings = _settings(args)
@@ -75,7 +76,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     log_posture(
         settings.server.host, engine.auth.token, settings.server.cors_origins, engine.auth.mode
     )
-    app = create_app(engine)
+    lifecycle = Lifecycle(engine, settings.server.drain_timeout_s, args.idle_exit)
+    app = create_app(engine, lifecycle)
     config = uvicorn.Config(
         app,
         host=settings.server.host,
@@ -85,9 +87,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         lifespan="on",
         timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
+    server = serving_with_drain(uvicorn.Server, lifecycle)(config)
+    lifecycle.bind(server)
     log.info("listening on http://%s:%d", settings.server.host, settings.server.port)
-    server.run()
+    try:
+        server.run()
+    finally:
+        lock.release()
     return 0 if server.started else 1
 
 
@@ -209,6 +215,16 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 10**7:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memory-tencentdb",
@@ -220,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="run the gateway")
     p.add_argument("--host", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8420)")
+    p.add_argument(
+        "--idle-exit",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="exit (after finishing pending work) when no request came for this long",
+    )
     p.set_defaults(fn=cmd_serve)
     p = sub.add_parser("status", help="health of a running gateway")
     p.add_argument("--json", action="store_true")

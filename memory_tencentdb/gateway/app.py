@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from memory_tencentdb import __version__
 from memory_tencentdb.engine import Engine, resolve_scope
 from memory_tencentdb.gateway import schemas as s
+from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody
 from memory_tencentdb.gateway.security import GatewayGuard
 
 log = logging.getLogger("memory_tencentdb.gateway")
@@ -39,7 +40,10 @@ def _describe(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def create_app(engine: Engine) -> FastAPI:
+def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
+    if lifecycle is None:
+        lifecycle = Lifecycle(engine, engine.settings.server.drain_timeout_s)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         engine.start()
@@ -86,7 +90,16 @@ def create_app(engine: Engine) -> FastAPI:
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        return engine.health()
+        return {**engine.health(), "draining": lifecycle.draining}
+
+    @app.post("/admin/shutdown", status_code=202)
+    def shutdown(body: ShutdownBody | None = None) -> Any:
+        """Drain, then exit (202); ``{"cancel": true}`` cancels a drain not yet exited (200)."""
+        body = body or ShutdownBody()
+        if body.cancel:
+            return JSONResponse({"cancelled": lifecycle.cancel()}, status_code=200)
+        lifecycle.request_drain(body.drain_s, reason="POST /admin/shutdown")
+        return {"draining": True}
 
     @app.post("/capture")
     def capture(body: s.CaptureBody) -> dict[str, Any]:
@@ -158,4 +171,6 @@ def create_app(engine: Engine) -> FastAPI:
             return JSONResponse({"error": str(e), "validation_errors": e.errors}, status_code=400)
 
     server = engine.settings.server
-    return GatewayGuard(app, engine.auth.token, server.cors_origins, server.max_body_bytes)  # type: ignore[return-value]
+    return GatewayGuard(  # type: ignore[return-value]
+        lifecycle.track(app), engine.auth.token, server.cors_origins, server.max_body_bytes
+    )

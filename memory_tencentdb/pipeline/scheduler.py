@@ -667,6 +667,72 @@ class Pipeline:
             else:
                 self.stats["l3"].failing = False
 
+    # ------------------------------------------------------------------ drain
+
+    def hurry(self) -> None:
+        """Before exit: run now what waits for a timer (idle L1, delayed L2), so a gateway that
+        stops after its last host still turns the session into memories, scenes and a persona.
+
+        Failed runs keep their backoff (no tight retry loop against a failing LLM). Called
+        repeatedly while draining, because an L1 run that stores memories arms a new L2 delay.
+        """
+        if not self.enabled:
+            return
+        with self._cv:
+            sessions = list(self._sessions.values())
+            scopes = list(self._scopes.values())
+            for s in sessions:
+                if s.queued or s.running or s.retry_at is not None:
+                    continue
+                if s.pending > 0 or s.idle_at is not None:
+                    self._enqueue_l1(s)
+            # L2 waits for the scope's L1 runs, so it sees all of the session's memories.
+            extracting = {s.scope for s in sessions if s.queued or s.running or s.pending > 0}
+        for sc in scopes:
+            with self._cv:
+                if sc.queued or sc.running or sc.due_kind == "retry" or sc.scope in extracting:
+                    continue
+                armed_delay = sc.due and sc.due_kind == "delay"
+            waiting = 0
+            if not armed_delay:
+                with contextlib.suppress(Exception):
+                    cursor = state.get_scope(self.store, sc.scope)["l2_cursor"]
+                    waiting = state.count_pending_l1(self.store, sc.scope, cursor)
+            if armed_delay or waiting:
+                with self._cv:
+                    if sc.due_kind != "retry":
+                        sc.due, sc.due_kind = 0.0, ""
+                    self._enqueue_l2(sc, "l2")
+
+    def busy(self) -> list[str]:
+        """What is still pending or running (empty when a drain may exit)."""
+        if not self.enabled:
+            return []
+        out = []
+        with self._cv:
+            l1 = [
+                s
+                for s in self._sessions.values()
+                if s.queued or s.running or s.pending > 0 or s.retry_at is not None
+            ]
+            if l1:
+                out.append(f"L1 for {len(l1)} session(s)")
+            l2 = [
+                sc.scope
+                for sc in self._scopes.values()
+                if sc.queued or sc.running or sc.due_kind in ("delay", "retry") or sc.l3_retry_at
+            ]
+        for sc in list(self._scopes.values()):
+            if sc.scope in l2:
+                continue
+            with contextlib.suppress(Exception):
+                cursor = state.get_scope(self.store, sc.scope)["l2_cursor"]
+                if state.count_pending_l1(self.store, sc.scope, cursor):
+                    l2.append(sc.scope)
+        if l2:
+            out.append(f"L2/persona for {len(l2)} scope(s)")
+        return out
+
     # ------------------------------------------------------------------ health
 
     def status(self) -> dict[str, Any]:

@@ -1,0 +1,176 @@
+"""How the gateway stops: drain first, then exit.
+
+A host that auto-started the gateway stops it when it exits, often seconds after the last turn,
+while the L1 extraction, embeddings, L2 scenes and persona of that turn are still waiting for
+their timers. Stopping then would leave the next session without them. So every stop is a drain:
+``POST /admin/shutdown`` (``{"drain_s": N}``), SIGTERM/SIGINT, and ``serve --idle-exit`` all run
+the pending work now (bounded by ``drain_s``, default ``server.drainTimeoutS``), keep answering
+requests meanwhile, and only then exit, which releases the data directory's lock. A drain asked
+for over HTTP (or by the idle timer) can be cancelled until it exits; a second signal exits at
+once. Whatever a bounded drain could not finish stays on disk and resumes at the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+log = logging.getLogger("memory_tencentdb.gateway")
+
+
+class ShutdownBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    drain_s: float | None = Field(None, ge=0, le=3600, allow_inf_nan=False)
+    cancel: StrictBool = False
+
+
+@dataclass
+class _Drain:
+    timeout: float
+    reason: str
+    cancellable: bool
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+
+class Lifecycle:
+    """Owns "when do we exit": drains, their cancellation, the idle timer, request activity."""
+
+    def __init__(self, engine: Any, drain_default_s: float, idle_exit_s: float | None = None):
+        self.engine = engine
+        self.drain_default_s = drain_default_s
+        self.idle_exit_s = idle_exit_s
+        self.server: Any = None  # the uvicorn.Server to stop, set by bind()
+        self.exiting = False
+        self._drain: _Drain | None = None
+        self._signals = 0
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._last_activity = time.monotonic()
+
+    def bind(self, server: Any) -> None:
+        self.server = server
+        if self.idle_exit_s:
+            threading.Thread(target=self._idle_loop, name="idle-exit", daemon=True).start()
+            log.info("idle exit: after %.0fs without a request (and a drain)", self.idle_exit_s)
+
+    @property
+    def draining(self) -> bool:
+        return self._drain is not None or self.exiting
+
+    # ------------------------------------------------------------------ requests
+
+    def request_drain(
+        self, drain_s: float | None = None, reason: str = "request", cancellable: bool = True
+    ) -> bool:
+        """Start a drain unless one runs; False when one was already running (it continues)."""
+        with self._lock:
+            if self._drain is not None or self.exiting:
+                if not cancellable and self._drain is not None:
+                    self._drain.cancellable = False  # a signal makes a running drain final
+                return False
+            timeout = self.drain_default_s if drain_s is None else drain_s
+            drain = self._drain = _Drain(timeout, reason, cancellable)
+        log.info(
+            "draining (%s): finishing pending work for at most %.0fs, then exit", reason, timeout
+        )
+        threading.Thread(target=self._run, args=(drain,), name="drain", daemon=True).start()
+        return True
+
+    def cancel(self) -> bool:
+        """Cancel a drain that has not exited yet; False when there is none (or it is final)."""
+        with self._lock:
+            drain = self._drain
+            if drain is None or self.exiting or not drain.cancellable:
+                return False
+            drain.cancelled.set()
+            self._drain = None
+        log.info("drain (%s) cancelled: staying up", drain.reason)
+        return True
+
+    def on_signal(self, sig: int) -> bool:
+        """First SIGTERM/SIGINT: drain (final). Second: True = exit now without waiting."""
+        self._signals += 1
+        name = signal.Signals(sig).name
+        if self._signals >= 2:
+            log.warning("second %s: exiting now; pending work resumes at the next start", name)
+            with self._lock:
+                if self._drain is not None:
+                    self._drain.cancelled.set()
+                self.exiting = True
+            return True
+        self.request_drain(None, reason=name, cancellable=False)
+        return False
+
+    def _run(self, drain: _Drain) -> None:
+        try:
+            self.engine.drain(drain.timeout, drain.cancelled)
+        except Exception:  # noqa: BLE001 - a failed drain must still let the gateway stop
+            log.exception("drain failed; exiting anyway")
+        with self._lock:
+            if drain.cancelled.is_set() or self._drain is not drain:
+                return
+            self.exiting = True
+        log.info("drain (%s) finished: exiting", drain.reason)
+        if self.server is not None:
+            self.server.should_exit = True
+
+    # ------------------------------------------------------------------ activity
+
+    def track(self, app: Any) -> Any:
+        """ASGI wrapper: note every request but ``GET /health`` (probes must not keep an idle
+        gateway alive); a request during an idle drain cancels it, the host came back."""
+
+        async def tracked(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope["type"] != "http" or (
+                scope.get("method") == "GET" and scope.get("path") == "/health"
+            ):
+                await app(scope, receive, send)
+                return
+            with self._lock:
+                self._in_flight += 1
+                self._last_activity = time.monotonic()
+                idle_drain = self._drain if self._drain and self._drain.reason == "idle" else None
+            if idle_drain is not None and scope.get("path") != "/admin/shutdown":
+                self.cancel()
+            try:
+                await app(scope, receive, send)
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
+                    self._last_activity = time.monotonic()
+
+        return tracked
+
+    def _idle_loop(self) -> None:
+        assert self.idle_exit_s
+        # Start-up (loading the models) is not idleness: count from when the gateway is ready.
+        self.engine.vectorizer.wait_loaded(600)
+        with self._lock:
+            self._last_activity = max(self._last_activity, time.monotonic())
+        while not self.exiting:
+            time.sleep(min(1.0, self.idle_exit_s / 4))
+            with self._lock:
+                quiet = time.monotonic() - self._last_activity
+                idle = self._in_flight == 0 and self._drain is None and quiet >= self.idle_exit_s
+            if idle:
+                self.request_drain(None, reason="idle")
+
+
+def serving_with_drain(server_cls: type, lifecycle: Lifecycle) -> type:
+    """A uvicorn ``Server`` subclass whose SIGTERM/SIGINT drains first (see ``on_signal``)."""
+
+    class DrainingServer(server_cls):  # type: ignore[misc, valid-type]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if lifecycle.on_signal(sig):
+                self.should_exit = True
+                self.force_exit = sig == signal.SIGINT  # Ctrl-C twice: do not even wait
+            # The signal is not re-raised after shutdown: a drained exit is a clean exit (0).
+
+    return DrainingServer

@@ -1,0 +1,180 @@
+"""How the gateway stops (issue 8): drain first, then exit, so the last session's work is done.
+
+A host that auto-started the gateway stops it seconds after its last turn; the L1 extraction,
+embeddings, L2 scenes and persona of that turn wait for timers (idle 600 s, L2 delay 10 s, L2
+minimum interval 900 s by default). A drain runs them now, bounded, and only then exits.
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from memory_tencentdb.pipeline.layout import scope_root
+from tests.support.gateway import GatewayProcess
+
+FACTS = [
+    ("I prefer green tea to coffee.", "Noted."),
+    ("我每天早上六点起床跑步五公里。", "好的。"),
+    ("Never use emojis in your replies.", "Understood."),
+]
+# Default pipeline timings on purpose: nothing would run before exit without the drain.
+RULES = {"TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "600"}
+
+
+def _capture_all(gw: GatewayProcess, scope: str, session: str = "s1") -> None:
+    with gw.client() as c:
+        for user, assistant in FACTS:
+            turn = {"user_content": user, "assistant_content": assistant}
+            r = c.post("/capture", json={**turn, "scope": scope, "session_key": session})
+            assert r.status_code == 200, r.text
+
+
+def _exit_code(gw: GatewayProcess, within: float) -> int:
+    assert gw.proc is not None
+    try:
+        return gw.proc.wait(within)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"gateway still running after {within}s:\n{gw.log()}") from None
+
+
+def _stored(data_dir: Path, scope: str) -> tuple[int, int]:
+    """(active L1 memories of the scope, how many of them have no vector) in memory.db."""
+    db = sqlite3.connect(f"file:{data_dir / 'memory.db'}?mode=ro", uri=True)
+    try:
+        total = db.execute(
+            "SELECT count(*) FROM l1_memories WHERE scope = ? AND status = 'active'", (scope,)
+        ).fetchone()[0]
+        missing = db.execute(
+            "SELECT count(*) FROM l1_memories m WHERE scope = ? AND status = 'active' AND NOT"
+            " EXISTS (SELECT 1 FROM vectors v WHERE v.layer = 'l1' AND v.text_hash = m.text_hash)",
+            (scope,),
+        ).fetchone()[0]
+    finally:
+        db.close()
+    return total, missing
+
+
+def _assert_all_done(gw: GatewayProcess, scope: str) -> None:
+    total, missing = _stored(gw.data_dir, scope)
+    assert total >= 3 and missing == 0, (total, missing)
+    root = scope_root(gw.data_dir, scope)
+    assert list((root / "scene_blocks").glob("*.md")), "no scene written before exit"
+    persona = root / "persona.md"
+    assert persona.exists() and persona.read_text("utf-8").strip(), "no persona before exit"
+
+
+def test_drain_route_finishes_l1_embeddings_scenes_persona_then_exits(start_gateway):
+    gw = start_gateway(env=RULES)
+    scope = f"drain-{uuid.uuid4().hex[:8]}"
+    _capture_all(gw, scope)
+    with gw.client() as c:
+        r = c.post("/admin/shutdown", json={"drain_s": 40})
+        assert r.status_code == 202 and r.json() == {"draining": True}
+        # Still serving while draining, and says so.
+        assert c.get("/health").json()["draining"] is True
+        r = c.post("/recall", json={"query": "tea", "scope": scope, "session_key": "s1"})
+        assert r.status_code == 200
+    assert _exit_code(gw, 45) == 0
+    assert "drain (POST /admin/shutdown) finished" in gw.log()
+    _assert_all_done(gw, scope)
+    # The lock went with it: a new gateway starts on the same data directory and recalls.
+    gw.start()
+    with gw.client() as c:
+        r = c.post("/recall", json={"query": "绿茶还是咖啡", "scope": scope, "session_key": "s2"})
+        assert "green tea" in r.json()["prepend_context"]
+
+
+def test_sigterm_drains_too(start_gateway):
+    gw = start_gateway(env=RULES)
+    scope = f"term-{uuid.uuid4().hex[:8]}"
+    _capture_all(gw, scope)
+    assert gw.proc is not None
+    gw.proc.send_signal(signal.SIGTERM)
+    assert _exit_code(gw, 45) == 0  # a drained exit is a clean exit
+    assert "draining (SIGTERM)" in gw.log()
+    _assert_all_done(gw, scope)
+
+
+def test_cancel_keeps_the_gateway_up(start_gateway):
+    # A failing LLM keeps L1 busy (retried with backoff), so no drain can finish on its own.
+    env_llm = {"TDAI_LLM_BASE_URL": "http://127.0.0.1:9/v1", "TDAI_LLM_TIMEOUT_MS": "1000"}
+    gw = start_gateway(env={**RULES, "TDAI_EMBEDDING_PROVIDER": "none", **env_llm})
+    scope = f"cancel-{uuid.uuid4().hex[:8]}"
+    _capture_all(gw, scope)
+    with gw.client() as c:
+        assert c.post("/admin/shutdown", json={"drain_s": 20}).status_code == 202
+        r = c.post("/admin/shutdown", json={"cancel": True})
+        assert r.status_code == 200 and r.json() == {"cancelled": True}
+        assert c.get("/health").json()["draining"] is False
+        time.sleep(1.0)
+        assert gw.proc.poll() is None
+        assert c.post("/admin/shutdown", json={"cancel": True}).json() == {"cancelled": False}
+        bad = c.post("/admin/shutdown", json={"drain_s": "soon"})
+        assert bad.status_code == 422 and "drain_s" in bad.json()["error"]
+        assert c.post("/admin/shutdown", json={"drain_s": -1}).status_code == 422
+        # A bounded drain exits within its bound even with work left (it resumes next start).
+        assert c.post("/admin/shutdown", json={"drain_s": 1}).status_code == 202
+    assert _exit_code(gw, 15) == 0
+    assert "stopped after 1s with work left" in gw.log()
+
+
+def test_shutdown_needs_the_key(start_gateway):
+    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    r = httpx.post(gw.base_url + "/admin/shutdown", json={"drain_s": 1}, timeout=10)
+    assert r.status_code == 401
+    time.sleep(0.5)
+    assert gw.proc.poll() is None
+
+
+def test_idle_exit_after_finishing_work(tmp_path):
+    gw = GatewayProcess(tmp_path / "data", env=RULES)
+    gw.data_dir.mkdir(parents=True)
+    log = gw.log_path.open("ab")
+    gw.proc = subprocess.Popen(
+        [sys.executable, "-m", "memory_tencentdb", "serve", "--idle-exit", "3"],
+        env=gw.env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=str(tmp_path),
+    )
+    try:
+        gw.wait_healthy(90)
+        scope = f"idle-{uuid.uuid4().hex[:8]}"
+        _capture_all(gw, scope)
+        # Requests keep it up: polling /recall for longer than the idle time.
+        end = time.monotonic() + 4.5
+        with gw.client() as c:
+            while time.monotonic() < end:
+                c.post("/recall", json={"query": "tea", "scope": scope, "session_key": "s1"})
+                assert gw.proc.poll() is None
+                time.sleep(0.5)
+        # /health probes do not: it exits once idle, after the drain.
+        deadline = time.monotonic() + 60
+        while gw.proc.poll() is None and time.monotonic() < deadline:
+            httpx.get(gw.base_url + "/health", timeout=5)
+            time.sleep(0.5)
+        assert gw.proc.poll() == 0, gw.log()
+        assert "draining (idle)" in gw.log()
+        _assert_all_done(gw, scope)
+    finally:
+        gw.kill()
+        log.close()
+
+
+def test_idle_exit_rejects_bad_values(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "memory_tencentdb", "serve", "--idle-exit", "soon"],
+        env=GatewayProcess(tmp_path / "d").env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--idle-exit" in done.stderr

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from typing import Any
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.db import Store
-from memory_tencentdb.text.sanitize import clean_captured, escape_tags, one_line
+from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
 
 log = logging.getLogger("memory_tencentdb.recall")
@@ -40,6 +41,11 @@ DEFAULT_TOOL_NAMES = {
 }
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall")
+# Fair share: each model runs one inference at a time, and a long query (a pasted log) holds it
+# for up to ~1.2 s. Long queries therefore take turns on a lane of their own, so a flood of them
+# can neither fill the ordinary workers nor queue more than one inference ahead of a short query.
+LONG_QUERY_CHARS = 1000
+_long_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-long")
 
 
 @dataclass
@@ -75,7 +81,11 @@ def recall(
     tool_names: dict[str, str] | None = None,
 ) -> RecallResult:
     """Recall within ``recall_cfg.timeout_ms``; on timeout an empty result, never an error."""
-    future = _pool.submit(_recall, store, vectorizer, recall_cfg, tz, query, scope, tool_names)
+    deadline = time.monotonic() + recall_cfg.timeout_ms / 1000
+    pool = _long_pool if len(query or "") > LONG_QUERY_CHARS else _pool
+    future = pool.submit(
+        _recall, store, vectorizer, recall_cfg, tz, query, scope, tool_names, deadline
+    )
     try:
         return future.result(timeout=max(0.001, recall_cfg.timeout_ms / 1000))
     except FutureTimeout:
@@ -91,9 +101,12 @@ def _recall(
     query: str,
     scope: str,
     tool_names: dict[str, str] | None,
+    deadline: float | None = None,
 ) -> RecallResult:
     result = RecallResult()
-    clean = clean_captured(query or "")
+    if deadline is not None and time.monotonic() >= deadline:
+        return RecallResult(strategy="timeout")  # its caller has already answered; skip the work
+    clean = clip_query(clean_captured(query or ""))
     if cfg.enabled and len(clean) >= 2:
         hits = retrieve(
             store,

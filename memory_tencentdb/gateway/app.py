@@ -20,6 +20,7 @@ from memory_tencentdb import __version__
 from memory_tencentdb.engine import Engine, resolve_scope
 from memory_tencentdb.gateway import schemas as s
 from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody
+from memory_tencentdb.gateway.offload_routes import offload_router
 from memory_tencentdb.gateway.security import GatewayGuard
 
 log = logging.getLogger("memory_tencentdb.gateway")
@@ -101,6 +102,8 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
         lifecycle.request_drain(body.drain_s, reason="POST /admin/shutdown")
         return {"draining": True}
 
+    app.include_router(offload_router(engine))
+
     @app.post("/capture")
     def capture(body: s.CaptureBody) -> dict[str, Any]:
         scope = resolve_scope(body.scope, body.user_id)
@@ -171,6 +174,8 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
             return JSONResponse({"error": str(e), "validation_errors": e.errors}, status_code=400)
 
     server = engine.settings.server
-    return GatewayGuard(  # type: ignore[return-value]
+    guard = GatewayGuard(
         lifecycle.track(app), engine.auth.token, server.cors_origins, server.max_body_bytes
     )
+    guard.path_limits["/offload/assemble"] = engine.settings.memory.offload.assemble_max_body_bytes
+    return guard  # type: ignore[return-value]

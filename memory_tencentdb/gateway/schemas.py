@@ -93,6 +93,8 @@ class Message(BaseModel):
     tool_calls: list[Any] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    # Who said it ("Melanie", an agent's name); indexed and shown with the message.
+    speaker: OptText = None
 
     @field_validator("timestamp")
     @classmethod
@@ -114,6 +116,10 @@ class CaptureBody(Scoped):
     user_content: str | None = None
     assistant_content: str | None = None
     messages: list[Message] | None = Field(default=None, max_length=2000)
+    # Speaker names for messages that carry none of their own (the Hermes user's name, an
+    # OpenClaw agent's name).
+    user_name: OptText = None
+    assistant_name: OptText = None
 
     @model_validator(mode="after")
     def _has_content(self) -> CaptureBody:
@@ -133,11 +139,18 @@ class CaptureBody(Scoped):
 
     def turn(self) -> list[dict[str, Any]]:
         if self.messages:
-            return [m.model_dump(exclude_none=True) for m in self.messages]
-        return [
-            {"role": "user", "content": self.user_content},
-            {"role": "assistant", "content": self.assistant_content},
-        ]
+            turn = [m.model_dump(exclude_none=True) for m in self.messages]
+        else:
+            turn = [
+                {"role": "user", "content": self.user_content},
+                {"role": "assistant", "content": self.assistant_content},
+            ]
+        names = {"user": self.user_name, "assistant": self.assistant_name}
+        for m in turn:
+            name = (names.get(str(m.get("role", "")).lower()) or "").strip()
+            if name and not m.get("speaker"):
+                m["speaker"] = name
+        return turn
 
 
 ToolName = Annotated[str, StringConstraints(pattern=TOOL_NAME)] | None
@@ -195,3 +208,56 @@ class SeedBody(Body):
     auto_fill_timestamps: bool = True
     user_id: OptText = None
     scope: OptText = None
+
+
+# ---------------------------------------------------------------------- offload (issue 9)
+
+ToolName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=256)]
+
+
+class OffloadToolResultBody(Scoped):
+    session_key: Id
+    session_id: OptText = None
+    tool_call_id: Id
+    tool_name: ToolName
+    arguments: Any = None
+    result: Any
+    is_error: bool = False
+    timestamp: str | int | float | None = None
+
+    @model_validator(mode="after")
+    def _has_result(self) -> OffloadToolResultBody:
+        if self.result is None:
+            raise ValueError("result: must not be null (send an empty string for no output)")
+        return self
+
+
+class OffloadAssembleBody(Scoped):
+    session_key: Id
+    session_id: OptText = None
+    messages: list[Any] = Field(max_length=200_000)
+    token_budget: int = Field(ge=256, le=100_000_000)
+    prompt: str | None = None
+    system_tokens: int = Field(0, ge=0, le=100_000_000)
+
+
+class OffloadReadBody(Scoped):
+    session_key: OptText = None
+    tool_call_id: OptText = None
+    result_ref: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    node_id: OptText = None
+    canvas: OptText = None
+
+    @model_validator(mode="after")
+    def _one_key(self) -> OffloadReadBody:
+        given = [
+            k
+            for k in ("tool_call_id", "result_ref", "node_id", "canvas")
+            if (getattr(self, k) or "").strip()
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                "exactly one of tool_call_id, result_ref, node_id, canvas is required"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        return self

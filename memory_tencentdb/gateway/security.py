@@ -40,6 +40,8 @@ class GatewayGuard:
         self.api_key = (api_key or "").encode() or None
         self.cors = list(cors_origins)
         self.max_body = max_body
+        # Routes with their own limit (``/offload/assemble`` carries a whole context window).
+        self.path_limits: dict[str, int] = {}
 
     def _cors_headers(self, origin: str | None) -> list[tuple[bytes, bytes]]:
         if not self.cors:
@@ -74,6 +76,7 @@ class GatewayGuard:
         origin = headers.get(b"origin", b"").decode("latin-1") or None
         cors = self._cors_headers(origin)
         method, path = scope["method"], scope["path"]
+        max_body = self.path_limits.get(path, self.max_body)
 
         async def send_all(messages: list[Any]) -> None:
             for m in messages:
@@ -98,7 +101,7 @@ class GatewayGuard:
         length = headers.get(b"content-length")
         if length is not None:
             try:
-                too_big = int(length) > self.max_body
+                too_big = int(length) > max_body
             except ValueError:
                 await send_all(_json(400, {"error": "Invalid Content-Length header"}, cors))
                 return
@@ -107,7 +110,7 @@ class GatewayGuard:
                     _json(
                         413,
                         {
-                            "error": f"Request body too large: {int(length)} bytes, limit {self.max_body}"
+                            "error": f"Request body too large: {int(length)} bytes, limit {max_body}"
                         },
                         cors,
                     )
@@ -125,14 +128,14 @@ class GatewayGuard:
             message = await receive()
             if message["type"] == "http.request" and not refused:
                 received += len(message.get("body", b""))
-                if received > self.max_body:
+                if received > max_body:
                     refused = True
                     if not started:
                         started = True
                         await send_all(
                             _json(
                                 413,
-                                {"error": f"Request body too large: limit {self.max_body} bytes"},
+                                {"error": f"Request body too large: limit {max_body} bytes"},
                                 cors,
                             )
                         )

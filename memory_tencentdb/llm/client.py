@@ -47,6 +47,10 @@ TASKS = {
     "l1-dedup": Task("l1-dedup", 180_000),
     "l2-scenes": Task("l2-scenes", 300_000),
     "l3-persona": Task("l3-persona", 180_000),
+    # Offload tasks run in the background; shorter, so a stuck call frees the worker soon.
+    "offload-l1": Task("offload-l1", 60_000),
+    "offload-l15": Task("offload-l15", 30_000),
+    "offload-l2": Task("offload-l2", 120_000),
 }
 
 

@@ -1,0 +1,92 @@
+"""The ``/offload/*`` routes (issue 9): thin over ``Engine.offload`` (``memory_tencentdb/offload``).
+
+Input the schemas cannot check (the message lists' shapes) is checked by the service before
+anything is written; its ``OffloadInputError`` names the field and becomes a 422.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from memory_tencentdb.engine import Engine, resolve_scope
+from memory_tencentdb.gateway import schemas as s
+from memory_tencentdb.offload import OffloadInputError, OffloadNotFound
+from memory_tencentdb.offload.records import ToolResult
+from memory_tencentdb.offload.service import parse_timestamp
+from memory_tencentdb.offload.store import content_of
+
+
+def _unprocessable(e: OffloadInputError) -> JSONResponse:
+    return JSONResponse({"error": str(e)}, status_code=422)
+
+
+def offload_router(engine: Engine) -> APIRouter:
+    router = APIRouter(prefix="/offload")
+    svc = engine.offload
+
+    @router.post("/tool-result")
+    def tool_result(body: s.OffloadToolResultBody) -> Any:
+        ts = None
+        if body.timestamp is not None:
+            ts = parse_timestamp(body.timestamp, svc.tz)
+            if ts is None:
+                return _unprocessable(
+                    OffloadInputError("timestamp", "must be an ISO-8601 string or epoch ms")
+                )
+        arguments = body.arguments if body.arguments is not None else {}
+        content, encoding = content_of(body.result)
+        result = ToolResult(
+            tool_call_id=body.tool_call_id,
+            tool_name=body.tool_name,
+            arguments=arguments,
+            content=content,
+            encoding=encoding,
+            is_error=body.is_error,
+            timestamp=ts or "",
+        )
+        return svc.tool_result(resolve_scope(body.scope, body.user_id), body.session_key, result)
+
+    @router.post("/assemble")
+    def assemble(body: s.OffloadAssembleBody) -> Any:
+        try:
+            return svc.assemble(
+                resolve_scope(body.scope, body.user_id),
+                body.session_key,
+                body.messages,
+                body.token_budget,
+                body.prompt,
+                body.system_tokens,
+            )
+        except OffloadInputError as e:
+            return _unprocessable(e)
+
+    @router.post("/read")
+    def read(body: s.OffloadReadBody) -> Any:
+        keys = {
+            k: v.strip()
+            for k in ("tool_call_id", "result_ref", "node_id", "canvas")
+            if (v := getattr(body, k))
+        }
+        try:
+            return svc.read(resolve_scope(body.scope, body.user_id), body.session_key, **keys)
+        except OffloadInputError as e:
+            return _unprocessable(e)
+        except OffloadNotFound as e:
+            return JSONResponse({"error": str(e)}, status_code=404)
+
+    @router.get("/canvases")
+    def canvases(
+        scope: str | None = None, user_id: str | None = None, session_key: str | None = None
+    ) -> Any:
+        return svc.canvases(resolve_scope(scope, user_id), session_key)
+
+    @router.get("/guide")
+    def guide(
+        scope: str | None = None, user_id: str | None = None, session_key: str | None = None
+    ) -> Any:
+        return svc.guide(resolve_scope(scope, user_id), session_key)
+
+    return router

@@ -1,0 +1,151 @@
+"""L2 without an LLM: a deterministic Mermaid ``flowchart TD`` canvas per task.
+
+File ``mmds/NNN-<label>.mmd``: the first line is the metadata as a Mermaid comment
+(``%% {"taskGoal": ...}``: the original's ``%%{ ... }%%`` is a directive to Mermaid and fails
+to parse, so it is read but not written), then ``flowchart TD``, then one node per step with
+ids always ``NNN-N<k>``, chained in order. Labels are escaped with Mermaid entity codes, so the
+file always parses whatever the tool output contained.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+
+NODE_ID = re.compile(r"\b(\d{3,})-N(\d+)\b")
+_META = re.compile(r"^%%\s*\{\s*(.*?)\s*\}\s*(?:%%)?\s*$")
+_STATUS = re.compile(r"status:\s*(done|doing|blocked|paused|todo)", re.IGNORECASE)
+_ENTITIES = {'"': "#quot;", "<": "#lt;", ">": "#gt;", "#": "#35;", "`": "#96;", "&": "#amp;"}
+
+
+def escape_label(text: str, limit: int = 150) -> str:
+    text = "".join(" " if unicodedata.category(c).startswith("C") else c for c in str(text))
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return "".join(_ENTITIES.get(c, c) for c in text)
+
+
+def slug(goal: str, limit: int = 30) -> str:
+    """A kebab-case file label from a goal; CJK kept (file names are UTF-8), unsafe chars gone."""
+    words = re.findall(r"[A-Za-z0-9]+|[\u4e00-\u9fff]+", goal.lower())
+    out = ""
+    for w in words:
+        nxt = f"{out}-{w}" if out else w
+        if len(nxt) > limit:
+            if not out:
+                out = w[:limit]
+            break
+        out = nxt
+    return out or "task"
+
+
+@dataclass
+class Meta:
+    task_goal: str = ""
+    progress: str = ""
+    created_time: str = ""
+    updated_time: str = ""
+
+
+def meta_line(meta: Meta) -> str:
+    body = {
+        "taskGoal": meta.task_goal,
+        "progress": meta.progress,
+        "createdTime": meta.created_time,
+        "updatedTime": meta.updated_time,
+    }
+    text = json.dumps(body, ensure_ascii=False)
+    return "%% " + text.replace("\n", " ")
+
+
+def parse_meta(text: str) -> Meta:
+    first = text.split("\n", 1)[0].strip()
+    m = _META.match(first)
+    if not m:
+        return Meta()
+    try:
+        data = json.loads("{" + m.group(1) + "}")
+    except ValueError:
+        return Meta()
+    progress = next((v for k, v in data.items() if str(k).startswith("progress")), "")
+    return Meta(
+        task_goal=str(data.get("taskGoal") or ""),
+        progress=str(progress or ""),
+        created_time=str(data.get("createdTime") or ""),
+        updated_time=str(data.get("updatedTime") or ""),
+    )
+
+
+def new_canvas(goal: str, created: str) -> str:
+    return meta_line(Meta(goal, "0", created, created)) + "\nflowchart TD\n"
+
+
+def node_ids(text: str, prefix: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for m in NODE_ID.finditer(text):
+        if m.group(1) == prefix:
+            seen[m.group(0)] = None
+    return list(seen)
+
+
+def _max_k(text: str, prefix: str) -> int:
+    return max((int(m.group(2)) for m in NODE_ID.finditer(text) if m.group(1) == prefix), default=0)
+
+
+def status_counts(text: str) -> dict[str, int]:
+    counts = {"done": 0, "doing": 0, "blocked": 0}
+    for m in _STATUS.finditer(text):
+        key = m.group(1).lower()
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def append_node(
+    text: str, prefix: str, step: str, status: str, summary: str, timestamp: str
+) -> tuple[str, str]:
+    """Add one step (and the edge from the previous one). Answers (new text, node id)."""
+    k = _max_k(text, prefix)
+    node = f"{prefix}-N{k + 1}"
+    label = (
+        f"{escape_label(step, 80)}<br/>status: {status}<br/>summary: {escape_label(summary)}"
+        f"<br/>Timestamp: {escape_label(timestamp, 40)}"
+    )
+    if not text.endswith("\n"):
+        text += "\n"
+    text += f'    {node}["{label}"]\n'
+    if k:
+        text += f"    {prefix}-N{k} --> {node}\n"
+    meta = parse_meta(text)
+    meta.updated_time = timestamp
+    counts = status_counts(text)
+    total = sum(counts.values()) or 1
+    meta.progress = str(round(100 * counts.get("done", 0) / total))
+    return set_meta(text, meta), node
+
+
+def set_meta(text: str, meta: Meta) -> str:
+    first, sep, rest = text.partition("\n")
+    if _META.match(first.strip()):
+        return meta_line(meta) + sep + rest
+    return meta_line(meta) + "\n" + text
+
+
+def tail(text: str, max_chars: int) -> str:
+    """The canvas cut to its most recent nodes (whole lines) when it is too big to show."""
+    if len(text) <= max_chars:
+        return text
+    lines = text.split("\n")
+    head = [ln for ln in lines[:2] if ln.startswith("%%") or ln.startswith("flowchart")]
+    body = lines[len(head) :]
+    kept: list[str] = []
+    size = sum(len(h) + 1 for h in head) + 60
+    for ln in reversed(body):
+        if size + len(ln) + 1 > max_chars:
+            break
+        kept.append(ln)
+        size += len(ln) + 1
+    dropped = len(body) - len(kept)
+    return "\n".join([*head, f"    %% {dropped} earlier lines are in the file", *reversed(kept)])

@@ -1,0 +1,214 @@
+"""The two message formats the hosts send, read into one shape and written back unchanged
+except where the offload changed them.
+
+OpenAI chat (Hermes): ``{role: system|user|assistant|tool, content, tool_calls?: [{id, type,
+function: {name, arguments}}], tool_call_id?}``. OpenClaw AgentMessage: ``{role: user|assistant|
+toolResult, content: [{type: "text", text} | {type: "toolCall", id, name, arguments}],
+toolCallId?, toolName?, isError?, timestamp}``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_tencentdb.offload.records import OffloadInputError, strip_id
+
+CANVAS_MARK = "<current_task_context"
+HISTORY_MARK = "<history_task_context"
+OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+AGENT_ROLES = {"user", "assistant", "toolResult", "system"}
+
+
+@dataclass
+class Call:
+    id: str
+    name: str
+    arguments: Any
+
+
+@dataclass
+class Msg:
+    raw: dict[str, Any]
+    role: str  # system | user | assistant | tool (normalised)
+    text: str  # everything that costs tokens, flattened
+    body: str = ""  # the content's text alone (without tool-call arguments)
+    calls: list[Call] = field(default_factory=list)
+    call_id: str | None = None  # for tool results
+    tool_name: str = ""
+    is_error: bool = False
+    ours: bool = False  # a canvas / history block we added earlier
+
+    @property
+    def key(self) -> str | None:
+        return strip_id(self.call_id) if self.call_id else None
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, dict):
+                if isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+                elif block.get("type") in ("toolCall", "tool_use"):
+                    continue
+                else:
+                    parts.append(json.dumps(block, ensure_ascii=False))
+            else:
+                parts.append(str(block))
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def detect_format(messages: list[Any]) -> str:
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "toolResult":
+            return "agent"
+        content = m.get("content")
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "toolCall" for b in content
+        ):
+            return "agent"
+    return "openai"
+
+
+def _args_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def parse(messages: list[Any], fmt: str) -> list[Msg]:
+    out: list[Msg] = []
+    roles = AGENT_ROLES if fmt == "agent" else OPENAI_ROLES
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise OffloadInputError(where, f"must be an object, got {type(m).__name__}")
+        role = m.get("role")
+        if not isinstance(role, str) or role not in roles:
+            raise OffloadInputError(
+                f"{where}.role", f"must be one of {sorted(roles)} ({fmt} format), got {role!r}"
+            )
+        content = m.get("content")
+        if content is not None and not isinstance(content, str | list):
+            raise OffloadInputError(f"{where}.content", "must be a string, a list or null")
+        text = _text_of(content)
+        msg = Msg(raw=m, role=role, text=text, body=text)
+        if fmt == "agent":
+            if role == "toolResult":
+                cid = m.get("toolCallId")
+                if not isinstance(cid, str) or not cid:
+                    raise OffloadInputError(f"{where}.toolCallId", "required for a toolResult")
+                msg.role, msg.call_id = "tool", cid
+                msg.tool_name = str(m.get("toolName") or "")
+                msg.is_error = bool(m.get("isError"))
+            elif isinstance(content, list):
+                for j, b in enumerate(content):
+                    if isinstance(b, dict) and b.get("type") == "toolCall":
+                        if not isinstance(b.get("id"), str) or not b.get("id"):
+                            raise OffloadInputError(f"{where}.content[{j}].id", "required")
+                        args = b.get("arguments", {})
+                        msg.calls.append(Call(b["id"], str(b.get("name") or ""), args))
+                        msg.text += f"\n{b.get('name', '')} {_args_text(args)}"
+        else:
+            if role in ("tool", "function"):
+                cid = m.get("tool_call_id")
+                if not isinstance(cid, str) or not cid:
+                    raise OffloadInputError(f"{where}.tool_call_id", "required for a tool message")
+                msg.role, msg.call_id = "tool", cid
+                msg.tool_name = str(m.get("name") or "")
+            if role == "developer":
+                msg.role = "system"
+            calls = m.get("tool_calls")
+            if calls is not None:
+                if not isinstance(calls, list):
+                    raise OffloadInputError(f"{where}.tool_calls", "must be a list")
+                for j, c in enumerate(calls):
+                    fn = c.get("function") if isinstance(c, dict) else None
+                    if not isinstance(c, dict) or not isinstance(c.get("id"), str) or not c["id"]:
+                        raise OffloadInputError(f"{where}.tool_calls[{j}].id", "required")
+                    fn = fn if isinstance(fn, dict) else {}
+                    args = fn.get("arguments", "")
+                    msg.calls.append(Call(c["id"], str(fn.get("name") or ""), args))
+                    msg.text += f"\n{fn.get('name', '')} {_args_text(args)}"
+        if msg.role == "user" and text.lstrip().startswith((CANVAS_MARK, HISTORY_MARK)):
+            msg.ours = True
+        out.append(msg)
+    return out
+
+
+def stub_message(msg: Msg, fmt: str, stub: str) -> dict[str, Any]:
+    raw = dict(msg.raw)
+    if fmt == "agent":
+        raw["content"] = [{"type": "text", "text": stub}]
+        raw.pop("details", None)
+    else:
+        raw["content"] = stub
+    return raw
+
+
+def synthetic_result(call: Call, fmt: str, text: str) -> dict[str, Any]:
+    if fmt == "agent":
+        return {
+            "role": "toolResult",
+            "toolCallId": call.id,
+            "toolName": call.name,
+            "content": [{"type": "text", "text": text}],
+            "isError": False,
+            "timestamp": int(time.time() * 1000),
+        }
+    return {"role": "tool", "tool_call_id": call.id, "content": text}
+
+
+def user_message(text: str, fmt: str) -> dict[str, Any]:
+    if fmt == "agent":
+        return {
+            "role": "user",
+            "content": [{"type": "text", "text": text}],
+            "timestamp": int(time.time() * 1000),
+        }
+    return {"role": "user", "content": text}
+
+
+def truncated_text_message(msg: Msg, fmt: str, text: str) -> dict[str, Any]:
+    """The message with its text content replaced (tool calls, if any, kept as they are)."""
+    raw = dict(msg.raw)
+    content = raw.get("content")
+    if isinstance(content, list):
+        kept = [b for b in content if isinstance(b, dict) and b.get("type") == "toolCall"]
+        raw["content"] = [{"type": "text", "text": text}, *kept]
+    else:
+        raw["content"] = text
+    return raw
+
+
+def compact_call_arguments(
+    msg: Msg, fmt: str, compact: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The assistant message with the arguments of the calls in ``compact`` (by id) replaced."""
+    raw = dict(msg.raw)
+    if fmt == "agent":
+        blocks = []
+        for b in raw.get("content") or []:
+            if isinstance(b, dict) and b.get("type") == "toolCall" and b.get("id") in compact:
+                b = {**b, "arguments": compact[b["id"]]}
+            blocks.append(b)
+        raw["content"] = blocks
+    else:
+        calls = []
+        for c in raw.get("tool_calls") or []:
+            if isinstance(c, dict) and c.get("id") in compact:
+                fn = dict(c.get("function") or {})
+                fn["arguments"] = json.dumps(compact[c["id"]], ensure_ascii=False)
+                c = {**c, "function": fn}
+            calls.append(c)
+        raw["tool_calls"] = calls
+    return raw

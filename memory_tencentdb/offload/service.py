@@ -1,0 +1,673 @@
+"""The offload façade the engine calls: tool results, assembly, read-back, canvases, health.
+
+Each call works on one scope (its own directory) and one session (its own journal and task
+state), under that session's lock; canvases are shared by the scope's sessions under the
+scope's lock. Everything a host is answered about is on disk (fsync'ed) first. LLM work (when
+an LLM is configured) only ever runs on the background worker of ``llm_tasks``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+from memory_tencentdb.offload import boundaries, canvas, guide, refs
+from memory_tencentdb.offload.layout import ScopeLayout
+from memory_tencentdb.offload.levels import Shrinker, Thresholds
+from memory_tencentdb.offload.messages import (
+    CANVAS_MARK,
+    HISTORY_MARK,
+    Call,
+    Msg,
+    detect_format,
+    parse,
+    user_message,
+)
+from memory_tencentdb.offload.records import (
+    Boundary,
+    OffloadInputError,
+    OffloadNotFound,
+    OffloadRow,
+    ToolResult,
+    strip_id,
+)
+from memory_tencentdb.offload.store import Scope, Session, content_of, message_id, prefix_of
+from memory_tencentdb.offload.summarize import describe_call, summarize
+from memory_tencentdb.offload.tokens import TokenCounter
+
+log = logging.getLogger("memory_tencentdb.offload")
+
+EmbedProvider = Callable[[], "boundaries.Embed | None"]
+
+
+class OffloadService:
+    def __init__(
+        self,
+        cfg: Any,
+        data_dir: Path,
+        tz: tzinfo,
+        embed: EmbedProvider | None = None,
+        llm: Any = None,
+    ) -> None:
+        self.cfg = cfg
+        self.tz = tz
+        root = Path(cfg.data_dir).expanduser() if cfg.data_dir else Path(data_dir) / "offload"
+        self.root = root.resolve()
+        self.embed = embed or (lambda: None)
+        self.tokens = TokenCounter(cfg.l3_tiktoken_encoding)
+        self._scopes: dict[str, Scope] = {}
+        self._sessions: dict[tuple[str, str], Session] = {}
+        self._guard = threading.Lock()
+        self.counts = {"tool_results": 0, "assembles": 0, "reads": 0}
+        self.last_error: dict[str, str | None] = {"l1": None, "l15": None, "l2": None, "l3": None}
+        self.llm_worker = None
+        if llm is not None:
+            from memory_tencentdb.offload.llm_tasks import LLMWorker
+
+            self.llm_worker = LLMWorker(self, llm)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        threading.Thread(target=self.tokens.load, name="offload-tokenizer", daemon=True).start()
+        if self.llm_worker is not None:
+            self.llm_worker.start()
+
+    def close(self) -> None:
+        if self.llm_worker is not None:
+            self.llm_worker.stop()
+
+    def now(self) -> str:
+        return datetime.now(self.tz).isoformat(timespec="milliseconds")
+
+    def scope(self, name: str) -> Scope:
+        with self._guard:
+            s = self._scopes.get(name)
+            if s is None:
+                s = self._scopes[name] = Scope(name, ScopeLayout.of(self.root, name))
+            return s
+
+    def session(self, scope: str, key: str) -> Session:
+        with self._guard:
+            sess = self._sessions.get((scope, key))
+        if sess is not None:
+            return sess
+        sc = self.scope(scope)
+        fresh = Session(sc, key)
+        fresh.load()
+        with self._guard:
+            return self._sessions.setdefault((scope, key), fresh)
+
+    def count(self, text: str) -> int:
+        return self.tokens.count(text)
+
+    # ------------------------------------------------------------------ L1: tool results
+
+    def stub(self, sess: Session, row: OffloadRow) -> str:
+        path = sess.scope.layout.root / row.result_ref if row.result_ref else None
+        where = f" or open {path}" if path else ""
+        return (
+            f"[Offloaded tool result | tool: {row.tool_name or '?'} | id: {row.tool_call_id}"
+            f" | node: {row.node_id or 'N/A'} | {row.tokens} tokens]\n"
+            f"Summary: {row.summary}\n"
+            f'Full result: {guide.TOOL_NAME} {{"tool_call_id": "{row.tool_call_id}"}}{where}'
+        )
+
+    def _record(self, sess: Session, result: ToolResult, in_canvas: bool = True) -> OffloadRow:
+        """Ref first (fsync), then the canvas node, then the row (fsync). Caller holds the lock."""
+        found = sess.row(result.tool_call_id)
+        if found is not None:
+            return found
+        if not result.timestamp:
+            result.timestamp = self.now()
+        ref = sess.write_ref(result)
+        tokens = self.count(result.content)
+        row = OffloadRow(
+            tool_call_id=result.tool_call_id,
+            tool_call=describe_call(result.tool_name, result.arguments),
+            summary=summarize(result.tool_name, result.arguments, result.content, result.is_error),
+            timestamp=result.timestamp,
+            score=5,
+            node_id=None,
+            result_ref=ref,
+            tool_name=result.tool_name,
+            is_error=result.is_error,
+            tokens=tokens,
+        )
+        if in_canvas:
+            try:
+                row.node_id = self._add_node(sess, row)
+            except OSError as e:  # the row and ref still count; the canvas catches up later
+                self.last_error["l2"] = f"{type(e).__name__}: {e}"
+                log.warning("offload canvas write failed: %s", e)
+        sess.add(row)
+        if in_canvas and self.llm_worker is not None:
+            self.llm_worker.after_row(sess, row)
+        return row
+
+    def tool_result(self, scope: str, session_key: str, result: ToolResult) -> dict[str, Any]:
+        sess = self.session(scope, session_key)
+        with sess.lock:
+            found = sess.row(result.tool_call_id)
+            row = found or self._record(sess, result)
+            self.counts["tool_results"] += found is None
+            keep = row.tokens <= self.cfg.tool_result_keep_tokens
+            if not keep and row.offloaded is None:
+                row.offloaded = True
+                sess.flush_rows()
+        return {
+            "offloaded": not keep,
+            "replacement": None if keep else self.stub(sess, row),
+            "ref": row.result_ref,
+            "ref_path": str(sess.scope.layout.root / row.result_ref) if row.result_ref else None,
+            "summary": row.summary,
+            "tool_call_id": row.tool_call_id,
+            "node_id": row.node_id,
+            "tokens": row.tokens,
+            "duplicate": found is not None,
+        }
+
+    # ------------------------------------------------------------------ L1.5 / L2: tasks
+
+    def _task_texts(self, sess: Session, name: str) -> list[str]:
+        try:
+            goal = canvas.parse_meta(sess.scope.read_canvas(name)).task_goal
+        except OSError:
+            goal = ""
+        prompts = (sess.state.get("task_prompts") or {}).get(name, [])
+        return [t for t in [goal, *prompts[-3:]] if t]
+
+    def on_prompt(self, sess: Session, prompt: str) -> None:
+        """L1.5 for a new prompt (same prompt again: nothing). Persisted before returning."""
+        digest = hashlib.sha1(prompt.encode("utf-8")).hexdigest()[:16]
+        if sess.state.get("last_prompt_hash") == digest:
+            return
+        active = sess.state.get("active")
+        act = (active, self._task_texts(sess, active)) if active else None
+        others = [
+            (f, self._task_texts(sess, f)) for f in sess.scope.canvas_files()[-10:] if f != active
+        ]
+        try:
+            embed = self.embed()
+        except Exception:  # noqa: BLE001
+            embed = None
+        d = boundaries.decide(
+            prompt,
+            act,
+            others,
+            embed,
+            self.cfg.boundary_continue_similarity,
+            self.cfg.boundary_resume_similarity,
+        )
+        self._apply_decision(sess, prompt, d.decision, d.canvas, d.similarity, d.by)
+        sess.state["last_prompt_hash"] = digest
+        sess.save_state()
+        if self.llm_worker is not None:
+            self.llm_worker.judge(sess, prompt)
+
+    def _apply_decision(
+        self,
+        sess: Session,
+        prompt: str,
+        decision: str,
+        target: str | None,
+        similarity: float | None,
+        by: str,
+    ) -> None:
+        if decision == "new":
+            sess.state["active"] = None
+            sess.state["pending_goal"] = " ".join(prompt.split())[:300]
+        else:
+            sess.state["active"] = target
+            sess.state["pending_goal"] = None
+            if target:
+                prompts = sess.state.setdefault("task_prompts", {}).setdefault(target, [])
+                prompts.append(" ".join(prompt.split())[:300])
+                del prompts[:-5]
+        b = Boundary(len(sess.rows), decision, target, prompt[:300], self.now(), similarity, by)
+        bounds = sess.state.setdefault("boundaries", [])
+        if bounds and bounds[-1].get("row_index") == b.row_index:
+            bounds[-1] = b.as_json()  # no rows since: the newer judgement replaces it
+        else:
+            bounds.append(b.as_json())
+
+    def _active_canvas(self, sess: Session, hint: str) -> str:
+        active = sess.state.get("active")
+        if active and (sess.scope.layout.mmds / active).exists():
+            return active
+        goal = sess.state.get("pending_goal") or hint
+        name = sess.scope.new_canvas(goal, self.now())
+        sess.state["active"] = name
+        sess.state["pending_goal"] = None
+        sess.state.setdefault("task_prompts", {})[name] = [goal]
+        bounds = sess.state.setdefault("boundaries", [])
+        if bounds and bounds[-1].get("canvas") is None:
+            bounds[-1]["canvas"] = name
+        else:
+            bounds.append(
+                Boundary(len(sess.rows), "new", name, goal, self.now(), by="first").as_json()
+            )
+        sess.save_state()
+        return name
+
+    def _add_node(self, sess: Session, row: OffloadRow) -> str:
+        name = self._active_canvas(sess, row.tool_call)
+        with sess.scope.lock:
+            text = sess.scope.read_canvas(name)
+            status = "blocked" if row.is_error else "done"
+            text, node = canvas.append_node(
+                text, prefix_of(name), row.tool_call, status, row.summary, row.timestamp
+            )
+            sess.scope.write_canvas(name, text)
+        return node
+
+    # ------------------------------------------------------------------ L3: assemble
+
+    def assemble(
+        self,
+        scope: str,
+        session_key: str,
+        messages: list[Any],
+        token_budget: int,
+        prompt: str | None = None,
+        system_tokens: int = 0,
+    ) -> dict[str, Any]:
+        started = time.perf_counter()
+        fmt = detect_format(messages)
+        msgs = parse(messages, fmt)  # raises OffloadInputError before anything is written
+        sess = self.session(scope, session_key)
+        with sess.lock:
+            try:
+                out = self._assemble(sess, fmt, msgs, token_budget, prompt, system_tokens)
+            except Exception as e:
+                self.last_error["l3"] = f"{type(e).__name__}: {e}"
+                raise
+        self.counts["assembles"] += 1
+        self.last_error["l3"] = None
+        out["stats"]["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        return out
+
+    def _canvas_block(self, sess: Session, name: str, max_tokens: int) -> tuple[str, dict]:
+        text = sess.scope.read_canvas(name)
+        meta = canvas.parse_meta(text)
+        body = text
+        for max_chars in (100_000, 12_000, 6_000, 3_000, 1_500, 600):
+            body = canvas.tail(text, max_chars)
+            block = (
+                f'<current_task_context file="{name}">\n'
+                "Canvas of the active task (Mermaid flowchart: one node per step, newest last)."
+                " Steps below this message are not in it yet. A node's full results:"
+                f' {guide.TOOL_NAME} {{"node_id": "<node>"}}.\n'
+                f"Task goal: {meta.task_goal}\n```mermaid\n{body}\n```\n</current_task_context>"
+            )
+            if self.count(block) <= max_tokens:
+                break
+        info = {
+            "file": name,
+            "path": str(sess.scope.layout.mmds / name),
+            "task_goal": meta.task_goal,
+            "node_count": len(canvas.node_ids(text, prefix_of(name))),
+            "text": text,
+        }
+        return block, info
+
+    def _history_blocks(
+        self, sess: Session, removed: list[OffloadRow], active: str | None
+    ) -> list[str]:
+        prefixes = {r.node_id.split("-N")[0] for r in removed if r.node_id and "-N" in r.node_id}
+        blocks = []
+        for name in sess.scope.canvas_files():
+            if name == active or prefix_of(name) not in prefixes:
+                continue
+            text = sess.scope.read_canvas(name)
+            meta = canvas.parse_meta(text)
+            counts = canvas.status_counts(text)
+            blocks.append(
+                f'<history_task_context file="{name}" mode="meta-only">\n'
+                f"Earlier task (its steps left the context). Goal: {meta.task_goal}\n"
+                f"Nodes: {len(canvas.node_ids(text, prefix_of(name)))}"
+                f" ({counts.get('done', 0)} done, {counts.get('blocked', 0)} blocked),"
+                f" updated {meta.updated_time}. Whole canvas: {guide.TOOL_NAME}"
+                f' {{"canvas": "{name}"}}\n</history_task_context>'
+            )
+        return blocks[-5:]
+
+    def _assemble(
+        self,
+        sess: Session,
+        fmt: str,
+        msgs: list[Msg],
+        budget: int,
+        prompt: str | None,
+        system_tokens: int,
+    ) -> dict[str, Any]:
+        cfg = self.cfg
+        msgs = [m for m in msgs if not m.ours]
+        if prompt and prompt.strip():
+            try:
+                self.on_prompt(sess, prompt)
+            except Exception as e:  # noqa: BLE001 - a boundary failure never fails assembly
+                self.last_error["l15"] = f"{type(e).__name__}: {e}"
+                log.warning("offload L1.5 failed: %s", e)
+        recorder = _Recorder(self, sess)
+        input_tokens = sum(self.count(m.text) + 4 for m in msgs) + system_tokens
+        guide_text = guide.text(sess.scope.layout.root, sess.journal_path)
+        active = sess.state.get("active")
+        if active and not (sess.scope.layout.mmds / active).exists():
+            active = None
+        canvas_cap = max(200, int(budget * cfg.mmd_max_token_ratio))
+        block, info = self._canvas_block(sess, active, canvas_cap) if active else ("", None)
+        fixed = system_tokens + self.count(guide_text) + (self.count(block) + 4 if block else 0)
+        th = Thresholds(
+            budget=budget,
+            mild=budget * cfg.mild_offload_ratio,
+            aggressive=budget * cfg.aggressive_compress_ratio,
+            emergency=budget * cfg.emergency_compress_ratio,
+            emergency_target=budget * cfg.emergency_target_ratio,
+            scan_ratio=cfg.mild_offload_scan_ratio,
+            keep_tokens=cfg.tool_result_keep_tokens,
+        )
+        shrinker = Shrinker(recorder, fmt, th, fixed)
+        shrinker.build(msgs)
+        outcome = shrinker.run()
+        history = (
+            self._history_blocks(sess, outcome.removed, active)
+            if outcome.level in ("aggressive", "emergency")
+            else []
+        )
+        hist_tokens = sum(self.count(h) + 4 for h in history)
+        while history and shrinker.total + hist_tokens > budget:
+            hist_tokens -= self.count(history.pop(0)) + 4
+        total = shrinker.total + hist_tokens
+        if total > budget and block:  # last resort: the canvas shrinks to its header
+            old = self.count(block) + 4
+            block, info = self._canvas_block(sess, active, 120)
+            total += self.count(block) + 4 - old
+        if total > budget:
+            old = self.count(guide_text)
+            guide_text = (
+                f"Offloaded content: {guide.TOOL_NAME} with tool_call_id, result_ref, node_id"
+                f" or canvas; files under {sess.scope.layout.root}."
+            )
+            total += self.count(guide_text) - old
+        self._mark(sess, outcome)
+        out_msgs: list[dict[str, Any]] = []
+        last_user = max(
+            (i for i, u in enumerate(outcome.units) if u.kind == "user" and not u.removed),
+            default=None,
+        )
+        inserts = [user_message(h, fmt) for h in history]
+        if block:
+            inserts.append(user_message(block, fmt))
+        if last_user is None:
+            lead = 0
+            while lead < len(outcome.units) and outcome.units[lead].kind == "system":
+                lead += 1
+            anchor = lead - 1
+        else:
+            anchor = last_user
+        if anchor < 0:
+            out_msgs.extend(inserts)
+        for i, u in enumerate(outcome.units):
+            if not u.removed:
+                out_msgs.extend(item.out for item in u.items)
+            if i == anchor:
+                out_msgs.extend(inserts)
+        return {
+            "messages": out_msgs,
+            "estimated_tokens": int(total),
+            "level": outcome.level,
+            "system_addition": guide_text,
+            "canvas": info,
+            "format": fmt,
+            "stats": {
+                "input_tokens": input_tokens,
+                "stubbed": len(outcome.stubbed),
+                "removed": sum(len(u.items) for u in outcome.units if u.removed),
+                "truncated": outcome.truncated,
+                "orphans_dropped": outcome.orphans,
+                "synthetic_results": outcome.synthetic,
+                "tokenizer": self.tokens.name,
+            },
+        }
+
+    def _mark(self, sess: Session, outcome: Any) -> None:
+        changed = False
+        for row in outcome.stubbed:
+            if row.offloaded is None:
+                row.offloaded, changed = True, True
+        for row in outcome.removed:
+            if row.offloaded != "deleted":
+                row.offloaded, changed = "deleted", True
+        if changed:
+            sess.flush_rows()
+
+    # ------------------------------------------------------------------ read-back
+
+    def _all_rows(self, scope: str, session_key: str | None) -> list[tuple[Session, OffloadRow]]:
+        sc = self.scope(scope)
+        keys: list[str] = []
+        if session_key:
+            keys.append(session_key)
+        for path in sc.layout.journals():
+            state = (
+                sc.layout.root
+                / "sessions"
+                / (path.name[len("offload-") : -len(".jsonl")] + ".json")
+            )
+            try:
+                key = json.loads(state.read_text("utf-8")).get("session_key")
+            except (OSError, ValueError):
+                key = None
+            if key and key not in keys:
+                keys.append(key)
+        out = []
+        for key in keys:
+            sess = self.session(scope, key)
+            with sess.lock:
+                out.extend((sess, r) for r in list(sess.rows))
+        return out
+
+    def _read_ref(self, sc: Scope, ref: str) -> dict[str, str]:
+        path = Path(ref)
+        if not path.is_absolute():
+            path = sc.layout.root / (ref if ref.startswith("refs/") else f"refs/{ref}")
+        if not sc.layout.inside(path) or path.suffix != ".md" or not path.is_file():
+            raise OffloadNotFound(f"no ref {ref!r} in this scope")
+        return refs.parse(path.read_text("utf-8"))
+
+    def read(self, scope: str, session_key: str | None, **key: str) -> dict[str, Any]:
+        self.counts["reads"] += 1
+        sc = self.scope(scope)
+        if key.get("tool_call_id") or key.get("result_ref"):
+            wanted_id = strip_id(key["tool_call_id"]) if key.get("tool_call_id") else None
+            wanted_ref = key.get("result_ref")
+            if wanted_ref and Path(wanted_ref).is_absolute():
+                try:
+                    wanted_ref = str(Path(wanted_ref).resolve().relative_to(sc.layout.root))
+                except ValueError:
+                    raise OffloadNotFound(f"no ref {key['result_ref']!r} in this scope") from None
+            if wanted_ref and not wanted_ref.startswith("refs/"):
+                wanted_ref = f"refs/{wanted_ref}"
+            for _, row in self._all_rows(scope, session_key):
+                if (wanted_id and strip_id(row.tool_call_id) == wanted_id) or (
+                    wanted_ref and row.result_ref == wanted_ref
+                ):
+                    fields = self._read_ref(sc, row.result_ref)
+                    return {
+                        "kind": "tool_result",
+                        "tool_call_id": row.tool_call_id,
+                        "tool_name": row.tool_name,
+                        "result_ref": row.result_ref,
+                        "path": str(sc.layout.root / row.result_ref),
+                        "content": fields["content"],
+                        "encoding": fields.get("encoding", "text"),
+                        "row": row.as_json(),
+                    }
+            if wanted_ref:  # a ref without a row (e.g. the original's files)
+                fields = self._read_ref(sc, wanted_ref)
+                return {
+                    "kind": "tool_result",
+                    "tool_call_id": fields.get("call_id"),
+                    "tool_name": fields.get("tool"),
+                    "result_ref": wanted_ref,
+                    "path": str(sc.layout.root / wanted_ref),
+                    "content": fields["content"],
+                    "encoding": fields.get("encoding", "text"),
+                    "row": None,
+                }
+            raise OffloadNotFound(
+                f"no tool result {key.get('tool_call_id') or key.get('result_ref')!r} in this scope"
+            )
+        if key.get("node_id"):
+            node = key["node_id"].strip()
+            if not canvas.NODE_ID.fullmatch(node):
+                raise OffloadInputError("node_id", "must look like NNN-N<k>, e.g. 003-N2")
+            rows = [r.as_json() for _, r in self._all_rows(scope, session_key) if r.node_id == node]
+            name = next((f for f in sc.canvas_files() if prefix_of(f) == node.split("-N")[0]), None)
+            if not rows and name is None:
+                raise OffloadNotFound(f"no node {node!r} in this scope")
+            return {"kind": "node", "node_id": node, "canvas": name, "rows": rows}
+        name = (key.get("canvas") or "").strip()
+        if name == "active":
+            if not session_key:
+                raise OffloadInputError("session_key", 'required with canvas "active"')
+            name = self.session(scope, session_key).state.get("active") or ""
+            if not name:
+                raise OffloadNotFound("this session has no active canvas")
+        files = sc.canvas_files()
+        match = next((f for f in files if f in (name, f"{name}.mmd") or prefix_of(f) == name), None)
+        if match is None:
+            raise OffloadNotFound(f"no canvas {name!r} in this scope")
+        return {"kind": "canvas", **self._canvas_info(sc, match, with_text=True)}
+
+    def _canvas_info(self, sc: Scope, name: str, with_text: bool = False) -> dict[str, Any]:
+        text = sc.read_canvas(name)
+        meta = canvas.parse_meta(text)
+        info: dict[str, Any] = {
+            "file": name,
+            "canvas": name,
+            "path": str(sc.layout.mmds / name),
+            "task_goal": meta.task_goal,
+            "created_time": meta.created_time,
+            "updated_time": meta.updated_time,
+            "node_count": len(canvas.node_ids(text, prefix_of(name))),
+            "status": canvas.status_counts(text),
+            "meta": meta.__dict__,
+        }
+        if with_text:
+            info["text"] = text
+        return info
+
+    def canvases(self, scope: str, session_key: str | None) -> dict[str, Any]:
+        sc = self.scope(scope)
+        active = self.session(scope, session_key).state.get("active") if session_key else None
+        files = sc.canvas_files()
+        act = self._canvas_info(sc, active, True) if active in files else None
+        history = [self._canvas_info(sc, f) for f in reversed(files) if f != active]
+        return {"active": act, "history": history, "data_dir": str(sc.layout.root)}
+
+    def guide(self, scope: str, session_key: str | None) -> dict[str, Any]:
+        sc = self.scope(scope)
+        journal_path = sc.layout.journal(session_key or "<session>")
+        return guide.tool(sc.layout.root, journal_path)
+
+    # ------------------------------------------------------------------ health
+
+    def status(self) -> dict[str, Any]:
+        worker = self.llm_worker
+        with self._guard:
+            corrupt = sum(s.corrupt for s in self._sessions.values())
+        return {
+            "enabled": self.cfg.enabled,
+            "data_dir": str(self.root),
+            "tokenizer": self.tokens.status(),
+            "llm": worker is not None,
+            "backlog": worker.backlog() if worker else {"l1": 0, "l15": 0, "l2": 0},
+            "last_error": {**self.last_error, **(worker.errors() if worker else {})},
+            "corrupt_lines": corrupt,
+            "counts": dict(self.counts),
+        }
+
+    def degraded(self) -> list[str]:
+        out = []
+        if self.tokens.error:
+            out.append(
+                f"offload tokenizer unavailable ({self.tokens.error}); token counts estimated"
+            )
+        return out
+
+
+class _Recorder:
+    """What the L3 shrinker needs from the service, bound to one session (lock held)."""
+
+    def __init__(self, svc: OffloadService, sess: Session) -> None:
+        self.svc, self.sess = svc, sess
+
+    def row(self, tool_call_id: str) -> OffloadRow | None:
+        return self.sess.row(tool_call_id)
+
+    def record_result(self, msg: Msg, call: Call | None) -> OffloadRow:
+        content, encoding = content_of(msg.raw.get("content"))
+        ts = msg.raw.get("timestamp")
+        result = ToolResult(
+            tool_call_id=msg.call_id or "",
+            tool_name=msg.tool_name or (call.name if call else ""),
+            arguments=call.arguments if call else {},
+            content=content,
+            encoding=encoding,
+            is_error=msg.is_error,
+            timestamp=_iso(ts, self.svc.tz) or self.svc.now(),
+        )
+        return self.svc._record(self.sess, result, in_canvas=call is not None)
+
+    def record_message(self, msg: Msg) -> OffloadRow:
+        mid = message_id(msg.role, msg.body)
+        found = self.sess.row(mid)
+        if found is not None:
+            return found
+        result = ToolResult(
+            tool_call_id=mid,
+            tool_name=f"message:{msg.role}",
+            arguments={},
+            content=msg.body,
+            timestamp=self.svc.now(),
+        )
+        return self.svc._record(self.sess, result, in_canvas=False)
+
+    def stub(self, row: OffloadRow) -> str:
+        return self.svc.stub(self.sess, row)
+
+    def count(self, text: str) -> int:
+        return self.svc.count(text)
+
+
+def _iso(value: Any, tz: tzinfo) -> str | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        secs = value / 1000 if value > 1e11 else value
+        try:
+            return datetime.fromtimestamp(secs, tz).isoformat(timespec="milliseconds")
+        except (OverflowError, OSError, ValueError):
+            return None
+    if isinstance(value, str) and value.strip():
+        try:
+            return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).isoformat(
+                timespec="milliseconds"
+            )
+        except ValueError:
+            return None
+    return None
+
+
+def parse_timestamp(value: Any, tz: tzinfo) -> str | None:
+    return _iso(value, tz)
+
+
+__all__ = ["CANVAS_MARK", "HISTORY_MARK", "OffloadService", "parse_timestamp"]

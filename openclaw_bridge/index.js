@@ -12,7 +12,10 @@
 import { CircuitBreaker } from "./lib/breaker.js";
 import { GatewayClient } from "./lib/client.js";
 import { baseUrlOf, resolveConfig } from "./lib/config.js";
-import { createHooks } from "./lib/hooks.js";
+import { createHooks, REPLAY_BUDGET_MS } from "./lib/hooks.js";
+import { GatewayLink } from "./lib/link.js";
+import { expectedDataDir, readGatewayKey, scopeResolver, stateDirOf } from "./lib/ownership.js";
+import { CaptureSpool } from "./lib/spool.js";
 import { createTools } from "./lib/tools.js";
 import { TurnTracker } from "./lib/turns.js";
 import { createWarner, log } from "./lib/warn.js";
@@ -20,24 +23,27 @@ import { createWarner, log } from "./lib/warn.js";
 export const PLUGIN_ID = "memory-tencentdb";
 
 // OpenClaw calls register() several times per process (a full pass plus discovery passes, and
-// again on config reloads). State that must outlive one registration lives here: one client (and
-// so one breaker) per connection, the turn bookkeeping, and which config warnings were shown.
-const clients = new Map();
+// again on config reloads). State that must outlive one registration lives here: one link (and
+// so one breaker, one ownership verdict, one started gateway) per connection, the turn
+// bookkeeping, and which config warnings were shown.
+const links = new Map();
 const turns = new TurnTracker();
 const shownConfigWarnings = new Set();
 const loggerRef = { current: undefined };
 const warn = createWarner({ warn: (message) => loggerRef.current?.warn?.(message) });
+const say = (level, message) => log(loggerRef.current, level, message);
 
-function clientFor(config) {
+function linkFor(config, stateDir) {
   const baseUrl = baseUrlOf(config);
-  const key = JSON.stringify([baseUrl, config.apiKey, config.breaker]);
-  let client = clients.get(key);
-  if (!client) {
-    const breaker = new CircuitBreaker(config.breaker);
-    client = new GatewayClient({ baseUrl, apiKey: config.apiKey, breaker });
-    clients.set(key, client);
+  const dataDir = expectedDataDir(config);
+  const key = JSON.stringify([baseUrl, config.apiKey, config.breaker, dataDir, stateDir, config.autoStart]);
+  let link = links.get(key);
+  if (!link) {
+    const client = new GatewayClient({ baseUrl, breaker: new CircuitBreaker(config.breaker) });
+    link = new GatewayLink({ config, client, dataDir, stateDir, readKey: readGatewayKey, say });
+    links.set(key, link);
   }
-  return client;
+  return link;
 }
 
 function setup(api) {
@@ -51,16 +57,23 @@ function setup(api) {
     shownConfigWarnings.add(warning);
     log(api.logger, "warn", warning);
   }
-  const client = clientFor(config);
+  const stateDir = stateDirOf(api);
+  const link = linkFor(config, stateDir);
+  const spool = new CaptureSpool(stateDir);
+  const scopeOf = scopeResolver({ template: config.scope, stateDir });
 
-  // Hook timeouts sit just above our own call timeouts: the host never has to cut us off, and
-  // none of these hooks is one that blocks the run when it times out.
-  const hooks = createHooks({ config, client, warn, turns });
+  // Hook timeouts sit just above our own deadlines: the host never has to cut us off, and none
+  // of these hooks is one that blocks the run when it times out. With autoStart, the first call
+  // of a run may also wait for the gateway it started (autoStart.waitMs, plus one health check).
+  const startWait = config.autoStart.enabled ? config.autoStart.waitMs + 1_000 : 0;
+  const hooks = createHooks({ config, link, warn, say, turns, scopeOf, spool });
   if (config.recall.enabled || config.capture.enabled) {
-    api.on("before_prompt_build", hooks.before_prompt_build, { timeoutMs: config.recall.timeoutMs + 500 });
+    api.on("before_prompt_build", hooks.before_prompt_build, { timeoutMs: config.recall.timeoutMs + startWait + 500 });
   }
   if (config.capture.enabled) {
-    api.on("agent_end", hooks.agent_end, { timeoutMs: config.capture.timeoutMs + 500 });
+    api.on("agent_end", hooks.agent_end, {
+      timeoutMs: config.capture.timeoutMs + startWait + REPLAY_BUDGET_MS + 1_500,
+    });
   }
   if (config.sessionEnd.enabled) {
     api.on("session_end", hooks.session_end, { timeoutMs: config.sessionEnd.timeoutMs + 500 });
@@ -68,36 +81,48 @@ function setup(api) {
   api.on("before_message_write", hooks.before_message_write);
 
   if (config.tools.enabled) {
-    for (const tool of createTools({ config, client, warn })) {
+    for (const tool of createTools({ config, link, warn, scopeOf })) {
       api.registerTool(tool.factory, { name: tool.name });
     }
   }
 
   if (config.autoStart.enabled && typeof api.registerService === "function") {
-    api.registerService(gatewayService(config, client, api.logger));
+    api.registerService(gatewayService(config, link, hooks));
   }
 }
 
-// Services run only inside a long-lived OpenClaw Gateway, which is where starting a memory
-// gateway makes sense; one-shot CLI runs connect to whatever is already running.
-function gatewayService(config, client, logger) {
-  let supervisor = null;
+// Inside a long-lived OpenClaw Gateway the service starts our gateway with OpenClaw (without
+// making OpenClaw's start wait) and asks it to drain and stop at shutdown. One-shot CLI runs
+// never start services: there the first hook call starts the gateway (see lib/link.js).
+function gatewayService(config, link, hooks) {
   return {
     id: `${PLUGIN_ID}-gateway`,
-    async start(ctx) {
+    async start() {
       try {
-        const { GatewaySupervisor } = await import("./lib/supervisor.js");
-        supervisor = new GatewaySupervisor({ config, client, logger: ctx?.logger ?? logger, stateDir: ctx?.stateDir });
-        await supervisor.ensureRunning();
+        const how = await link.warmUp();
+        if (how === "spawned" || how === "starting" || how === "existing") {
+          // In the background: say when it is up, then send what earlier runs could not.
+          link
+            .waitUp(Date.now() + config.autoStart.readyTimeoutMs)
+            .then(async (up) => {
+              if (!up.ok) {
+                say("warn", `the gateway is not answering yet (${up.reason}); memory pauses until it does`);
+                return;
+              }
+              if (how !== "existing") say("info", `the gateway at ${link.baseUrl} is up`);
+              await hooks.replay();
+            })
+            .catch(() => {});
+        }
       } catch (error) {
-        log(logger, "warn", `autoStart failed: ${error?.message ?? error}`);
+        say("warn", `autoStart failed: ${error?.message ?? error}`);
       }
     },
     async stop() {
       try {
-        await supervisor?.stop();
+        await link.stopOwn();
       } catch (error) {
-        log(logger, "warn", `stopping the gateway failed: ${error?.message ?? error}`);
+        say("warn", `stopping the gateway failed: ${error?.message ?? error}`);
       }
     },
   };

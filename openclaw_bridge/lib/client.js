@@ -9,6 +9,7 @@ import { CircuitBreaker } from "./breaker.js";
 const DEFAULT_TIMEOUT_MS = 5_000;
 
 export class GatewayClient {
+  /** `apiKey` is the token, or a function returning it (read when each request is sent). */
   constructor({ baseUrl, apiKey = "", breaker = new CircuitBreaker(), fetchImpl } = {}) {
     this.baseUrl = String(baseUrl).replace(/\/+$/, "");
     this.apiKey = apiKey;
@@ -24,6 +25,25 @@ export class GatewayClient {
   async health(timeoutMs = 1_000) {
     const result = await this.request("GET", "/health", undefined, { timeoutMs, bypassBreaker: true });
     return result.ok;
+  }
+
+  /**
+   * GET /health, as { ok, data } or { ok: false, reason, refused }. `refused` is true only when
+   * nothing listens on the port: the one case where starting a gateway is right. Through the
+   * breaker unless `bypassBreaker` (polling a gateway that is starting must not trip it).
+   */
+  async probe(timeoutMs = 1_000, { bypassBreaker = false } = {}) {
+    const result = await this.request("GET", "/health", undefined, { timeoutMs, bypassBreaker });
+    if (result.ok) return { ok: true, data: result.data && typeof result.data === "object" ? result.data : {} };
+    return { ...result, refused: /ECONNREFUSED/.test(result.reason ?? "") };
+  }
+
+  #token() {
+    try {
+      return typeof this.apiKey === "function" ? this.apiKey() || "" : this.apiKey;
+    } catch {
+      return "";
+    }
   }
 
   async request(method, path, body, { timeoutMs = DEFAULT_TIMEOUT_MS, signal, bypassBreaker = false } = {}) {
@@ -58,7 +78,8 @@ export class GatewayClient {
     try {
       const headers = { accept: "application/json" };
       if (body !== undefined) headers["content-type"] = "application/json";
-      if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+      const token = this.#token();
+      if (token) headers.authorization = `Bearer ${token}`;
       const response = await this.fetchImpl(this.baseUrl + path, {
         method,
         headers,

@@ -7,6 +7,11 @@ export const DEFAULTS = Object.freeze({
   host: "127.0.0.1",
   port: 8420,
   apiKey: "",
+  // Where our gateway keeps its data (and its key, gateway.key): default as the gateway's own,
+  // TDAI_DATA_DIR or ${MEMORY_TENCENTDB_ROOT:-~/.memory-tencentdb}/memory-tdai.
+  dataDir: "",
+  // Memory scope; "" = the agent id within this state directory (see lib/ownership.js).
+  scope: "",
   recall: { enabled: true, timeoutMs: 2_500, maxChars: 8_000 },
   capture: { enabled: true, timeoutMs: 5_000 },
   tools: { enabled: true, timeoutMs: 8_000 },
@@ -21,6 +26,10 @@ export const DEFAULTS = Object.freeze({
     args: ["serve"],
     cwd: "",
     readyTimeoutMs: 20_000,
+    // How long the first call of a turn waits for a gateway being started (models loaded).
+    waitMs: 8_000,
+    // The started gateway exits after this long without a request (0 = never).
+    idleExitSeconds: 900,
   },
 });
 

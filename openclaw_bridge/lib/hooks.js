@@ -7,7 +7,10 @@ import { stripInjected, stripMessage } from "./injected.js";
 import { TOOL_NAMES } from "./tools.js";
 import { agentIdOf, sliceTurn, toGatewayMessages, turnFailed } from "./turns.js";
 
-export function createHooks({ config, client, warn, turns }) {
+// Waiting captures sent after a turn's own capture: at most this long per turn.
+export const REPLAY_BUDGET_MS = 2_000;
+
+export function createHooks({ config, link, warn, say = () => {}, turns, scopeOf = (agentId) => agentId, spool }) {
   // The gateway's tool guide (in the system part) names the tools the agent can call.
   const toolNames = config.tools.enabled
     ? { memory_search: TOOL_NAMES.memories, conversation_search: TOOL_NAMES.conversations }
@@ -30,16 +33,16 @@ export function createHooks({ config, client, warn, turns }) {
     const query = stripInjected(queryOf(event)).trim();
     if (!query) return undefined;
 
-    const result = await client.post(
+    const result = await link.post(
       "/recall",
       {
         query,
         session_key: sessionKey,
         ...sessionIdOf(ctx?.sessionId),
-        scope: agentIdOf(ctx, sessionKey),
+        scope: scopeOf(agentIdOf(ctx, sessionKey)),
         ...(toolNames && { tool_names: toolNames }),
       },
-      { timeoutMs: config.recall.timeoutMs },
+      { timeoutMs: config.recall.timeoutMs, startWaitMs: startWaitMs() },
     );
     if (!result.ok) {
       warn(`recall:${result.reason}`, `recall skipped: ${result.reason}`);
@@ -62,32 +65,76 @@ export function createHooks({ config, client, warn, turns }) {
     return out;
   }
 
+  // Only a turn that may itself start the gateway waits for it.
+  function startWaitMs() {
+    return config.autoStart.enabled ? config.autoStart.waitMs : 0;
+  }
+
   async function agentEnd(event, ctx) {
-    const start = turns.take(ctx?.runId ?? event?.runId);
+    const runId = ctx?.runId ?? event?.runId;
+    const start = turns.take(runId);
     if (!config.capture.enabled) return;
     const sessionKey = keyOf(ctx?.sessionKey);
-    if (skipReason(ctx, sessionKey)) return;
+    let delivered = false;
+    if (!skipReason(ctx, sessionKey)) delivered = await captureTurn(event, ctx, sessionKey, start, runId);
+    if (delivered) await replaySpool();
+  }
+
+  /** Send this turn; what cannot be delivered is kept in the spool. True if the gateway took it. */
+  async function captureTurn(event, ctx, sessionKey, start, runId) {
     const turn = sliceTurn(event?.messages, start);
     // A failed turn is half a conversation; storing it would teach memory things that never happened.
-    if (turnFailed(event, turn)) return;
-    const messages = toGatewayMessages(turn);
-    if (!messages.some((m) => m.role === "user")) return;
+    if (turnFailed(event, turn)) return false;
+    const messages = withIds(toGatewayMessages(turn), runId);
+    if (!messages.some((m) => m.role === "user")) return false;
 
-    const result = await client.post(
-      "/capture",
-      { session_key: sessionKey, ...sessionIdOf(ctx?.sessionId), scope: agentIdOf(ctx, sessionKey), messages },
-      { timeoutMs: config.capture.timeoutMs },
+    const body = { session_key: sessionKey, ...sessionIdOf(ctx?.sessionId), scope: scopeOf(agentIdOf(ctx, sessionKey)), messages };
+    const result = await link.post("/capture", body, { timeoutMs: config.capture.timeoutMs, startWaitMs: startWaitMs() });
+    if (result.ok) return true;
+    // A 4xx other than 401 is the gateway refusing this content: retrying cannot help, but the
+    // turn is still kept (in spool/rejected) rather than dropped.
+    const refused = result.status >= 400 && result.status < 500 && result.status !== 401;
+    const kept = keep(body, result.reason, refused);
+    warn(`capture:${result.reason}`, `capture ${refused ? "refused" : "not delivered"}: ${result.reason}; ${kept}`);
+    return false;
+  }
+
+  function keep(body, reason, refused) {
+    if (!spool) return "not kept (no state directory)";
+    try {
+      spool.put("/capture", body, { dataDir: link.dataDir, reason, rejected: refused });
+      return refused ? `kept in ${spool.dir}/rejected` : `kept in ${spool.dir}, sent when the gateway is back`;
+    } catch (error) {
+      return `could not be kept (${error?.message ?? error})`;
+    }
+  }
+
+  /** Captures of earlier runs that could not be delivered then, oldest first, within a budget. */
+  async function replaySpool() {
+    if (!spool) return;
+    const deadline = Date.now() + REPLAY_BUDGET_MS;
+    const out = await spool.replay(
+      (entry) => link.post(entry.route, entry.body, { timeoutMs: Math.max(200, Math.min(config.capture.timeoutMs, deadline - Date.now())) }),
+      { dataDir: link.dataDir, deadline },
     );
-    if (!result.ok) warn(`capture:${result.reason}`, `capture skipped: ${result.reason}`);
+    if (out.sent || out.rejected) {
+      say(
+        out.rejected ? "warn" : "info",
+        `sent ${out.sent} capture(s) kept from earlier runs` +
+          (out.rejected ? `; ${out.rejected} refused by the gateway, kept in ${spool.dir}/rejected` : "") +
+          (out.left ? `; ${out.left} still waiting` : ""),
+      );
+    }
   }
 
   async function sessionEnd(event, ctx) {
     if (!config.sessionEnd.enabled) return;
     const sessionKey = keyOf(event?.sessionKey) ?? keyOf(ctx?.sessionKey);
     if (!sessionKey) return;
-    const scope = agentIdOf(ctx, sessionKey);
-    if (isExcludedAgent(scope, config.excludeAgents)) return;
-    const result = await client.post(
+    const agentId = agentIdOf(ctx, sessionKey);
+    if (isExcludedAgent(agentId, config.excludeAgents)) return;
+    const scope = scopeOf(agentId);
+    const result = await link.post(
       "/session/end",
       // wait: false: the gateway starts the flush and answers at once; extraction can take
       // longer than a session end should hold up OpenClaw (or a CLI that is about to exit).
@@ -110,6 +157,8 @@ export function createHooks({ config, client, warn, turns }) {
     agent_end: guardAsync("agent_end", agentEnd, warn),
     session_end: guardAsync("session_end", sessionEnd, warn),
     before_message_write: guardSync("before_message_write", beforeMessageWrite, warn),
+    // Not a hook: the autoStart service sends waiting captures once the gateway is up.
+    replay: guardAsync("replay", replaySpool, warn),
   };
 }
 
@@ -118,6 +167,13 @@ export function createHooks({ config, client, warn, turns }) {
 function queryOf(event) {
   if (typeof event?.currentUserMessage === "string") return event.currentUserMessage;
   return typeof event?.prompt === "string" ? event.prompt : "";
+}
+
+// Ids the gateway deduplicates on: a capture replayed from the spool after it did arrive (a
+// timeout after the write) is not stored twice.
+function withIds(messages, runId) {
+  if (!runId) return messages;
+  return messages.map((m, i) => ({ ...m, id: `openclaw:${runId}:${i}` }));
 }
 
 function keyOf(value) {

@@ -1,103 +1,150 @@
-// Optional: start a gateway when none answers, and stop it again at shutdown. Loaded lazily and
-// only with autoStart enabled, because spawning a process is something OpenClaw's security audit
-// flags and most installs run the gateway as its own service instead.
+// Optional: start the memory gateway when nothing listens on its port. Loaded lazily and only
+// with autoStart enabled, because spawning a process is something OpenClaw's security audit flags
+// and most installs run the gateway as its own service instead.
+//
+// The gateway is started detached (its own process group, no pipes to us) so that it outlives a
+// one-shot `openclaw agent --local` and finishes its background work after OpenClaw exits; it is
+// given `--idle-exit` so it does not live forever: it drains and exits once nobody used it for
+// `autoStart.idleExitSeconds`. It gets the data directory the bridge expects (TDAI_DATA_DIR), so
+// the key it creates there is the one the bridge reads. A start claim in the state directory keeps
+// two OpenClaw processes that see "connection refused" at the same moment from starting two.
 
 import { spawn } from "node:child_process";
-import { mkdirSync, openSync, closeSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { log } from "./warn.js";
-
-const KILL_GRACE_MS = 1_500;
-const POLL_MS = 250;
+import { hostEnv } from "./ownership.js";
 
 export class GatewaySupervisor {
-  constructor({ config, client, logger, stateDir }) {
+  constructor({ config, dataDir, stateDir, say }) {
     this.config = config;
-    this.client = client;
-    this.logger = logger;
+    this.dataDir = dataDir;
     this.stateDir = stateDir;
-    this.child = null;
-    this.exited = null;
+    this.say = say;
+    this.pid = null;
+    this.exitCode = null;
+    this.logPath = stateDir ? join(stateDir, "logs", "memory-tencentdb-gateway.log") : "(no log: no state directory)";
   }
 
-  /** "existing" if a gateway already answers, "spawned" if we started one, "failed" otherwise. */
-  async ensureRunning() {
-    if (await this.client.health(800)) {
-      log(this.logger, "info", `using the gateway already running at ${this.client.baseUrl}`);
-      return "existing";
+  /** The command line: the configured args, plus `--idle-exit N` unless they already say. */
+  argv() {
+    const { args, idleExitSeconds } = this.config.autoStart;
+    const out = [...args];
+    if (idleExitSeconds > 0 && !out.some((a) => a === "--idle-exit" || a.startsWith("--idle-exit="))) {
+      out.push("--idle-exit", String(Math.round(idleExitSeconds)));
     }
-    const { command, args, cwd } = this.config.autoStart;
+    return out;
+  }
+
+  /** { started: true, pid } | { started: false, elsewhere: true } | { started: false, reason }. */
+  async spawnDetached() {
+    if (!this.#claim()) return { started: false, elsewhere: true };
+    const { command, cwd } = this.config.autoStart;
     const env = {
-      ...process.env,
+      ...hostEnv(),
       TDAI_GATEWAY_HOST: this.config.host,
       TDAI_GATEWAY_PORT: String(this.config.port),
+      TDAI_DATA_DIR: this.dataDir,
     };
     if (this.config.apiKey) env.TDAI_GATEWAY_API_KEY = this.config.apiKey;
     const logFd = this.#openLog();
+    let child;
     try {
-      this.child = spawn(command, args, {
+      child = spawn(command, this.argv(), {
         cwd: cwd || undefined,
         env,
+        detached: true,
         stdio: ["ignore", logFd ?? "ignore", logFd ?? "ignore"],
       });
     } catch (error) {
-      log(this.logger, "warn", `could not start the gateway (${command}): ${error?.message ?? error}`);
-      return "failed";
+      this.#release();
+      return this.#failed(command, error);
     } finally {
       if (logFd !== null) closeSync(logFd);
     }
-    this.exited = new Promise((resolve) => {
-      this.child.once("exit", (code, signal) => resolve({ code, signal }));
-      this.child.once("error", (error) => {
-        log(this.logger, "warn", `could not start the gateway (${command}): ${error?.message ?? error}`);
-        resolve({ code: null, signal: null, error });
-      });
+    const outcome = await new Promise((resolve) => {
+      child.once("spawn", () => resolve({ started: true, pid: child.pid }));
+      child.once("error", (error) => resolve(this.#failed(command, error)));
     });
-    // Readiness is awaited in the background: the host's startup must never wait on us.
-    this.#watchReady();
-    return "spawned";
-  }
-
-  async stop() {
-    const child = this.child;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    child.kill("SIGTERM");
-    let timer;
-    const killed = new Promise((resolve) => {
-      timer = setTimeout(() => {
-        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-        resolve();
-      }, KILL_GRACE_MS);
-      timer.unref?.();
-    });
-    await Promise.race([this.exited, killed]);
-    clearTimeout(timer);
-    this.child = null;
-  }
-
-  async #watchReady() {
-    const deadline = Date.now() + this.config.autoStart.readyTimeoutMs;
-    let gone = false;
-    this.exited.then(() => {
-      gone = true;
-    });
-    while (!gone && Date.now() < deadline) {
-      if (await this.client.health(800)) {
-        log(this.logger, "info", `started a gateway at ${this.client.baseUrl} (pid ${this.child?.pid})`);
-        return;
-      }
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS).unref?.());
+    if (!outcome.started) {
+      this.#release();
+      return outcome;
     }
-    log(this.logger, "warn", gone ? "the gateway we started exited early; see its log" : "the gateway we started is not answering yet");
+    this.pid = child.pid;
+    child.once("exit", (code, signal) => {
+      this.exitCode = code ?? signal ?? "?";
+      this.#release();
+    });
+    child.unref(); // the host may exit; the gateway lives on
+    this.say(
+      "info",
+      `started the memory gateway (pid ${child.pid}, ${this.dataDir}, idle exit ` +
+        `${this.config.autoStart.idleExitSeconds || "off"}s); log: ${this.logPath}`,
+    );
+    return outcome;
+  }
+
+  /** The start is over (it answers, or it failed): others may start one again. */
+  done() {
+    this.#release();
+  }
+
+  /** SIGTERM to the gateway's pid only (it drains, bounded, before it exits). */
+  terminate() {
+    if (!this.pid || this.exitCode != null) return;
+    try {
+      process.kill(this.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+
+  #failed(command, error) {
+    const reason = `could not start the gateway (${command}): ${error?.message ?? error}`;
+    this.say("warn", reason);
+    return { started: false, reason };
+  }
+
+  #claimPath() {
+    return this.stateDir ? join(this.stateDir, "memory-tencentdb", "autostart.claim") : null;
+  }
+
+  // A claim older than the ready timeout belongs to a start that died: take it over.
+  #claim() {
+    const path = this.#claimPath();
+    if (!path) return true;
+    try {
+      mkdirSync(join(this.stateDir, "memory-tencentdb"), { recursive: true, mode: 0o700 });
+      try {
+        const age = Date.now() - statSync(path).mtimeMs;
+        if (age < this.config.autoStart.readyTimeoutMs) return false;
+        unlinkSync(path);
+      } catch {
+        // no claim yet
+      }
+      writeFileSync(path, JSON.stringify({ pid: process.pid, at: new Date().toISOString() }), { flag: "wx", mode: 0o600 });
+      this.claimed = true;
+      return true;
+    } catch (error) {
+      return error?.code !== "EEXIST";
+    }
+  }
+
+  #release() {
+    if (!this.claimed) return;
+    this.claimed = false;
+    try {
+      unlinkSync(this.#claimPath());
+    } catch {
+      // gone already
+    }
   }
 
   #openLog() {
     if (!this.stateDir) return null;
     try {
-      const dir = join(this.stateDir, "logs");
-      mkdirSync(dir, { recursive: true });
-      return openSync(join(dir, "memory-tencentdb-gateway.log"), "a");
+      mkdirSync(join(this.stateDir, "logs"), { recursive: true });
+      return openSync(this.logPath, "a", 0o600);
     } catch {
       return null;
     }

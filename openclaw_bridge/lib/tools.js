@@ -46,13 +46,14 @@ const SPECS = [
 ];
 
 /** [{ name, factory }] for api.registerTool(factory, { name }). */
-export function createTools({ config, client, warn }) {
-  return SPECS.map((spec) => ({ name: spec.name, factory: (toolCtx) => buildTool(spec, toolCtx, config, client, warn) }));
+export function createTools({ config, link, warn, scopeOf = (agentId) => agentId }) {
+  return SPECS.map((spec) => ({ name: spec.name, factory: (toolCtx) => buildTool(spec, toolCtx, config, link, warn, scopeOf) }));
 }
 
-function buildTool(spec, toolCtx, config, client, warn) {
+function buildTool(spec, toolCtx, config, link, warn, scopeOf) {
   const sessionKey = toolCtx?.sessionKey;
-  const scope = agentIdOf(toolCtx, sessionKey);
+  const agentId = agentIdOf(toolCtx, sessionKey);
+  const scope = scopeOf(agentId);
   return {
     name: spec.name,
     label: spec.label,
@@ -72,8 +73,8 @@ function buildTool(spec, toolCtx, config, client, warn) {
       try {
         const query = typeof params?.query === "string" ? params.query.trim() : "";
         if (!query) return text("Give a non-empty query.");
-        if (isExcludedAgent(scope, config.excludeAgents)) return text("Memory is turned off for this agent.");
-        const result = await client.post(
+        if (isExcludedAgent(agentId, config.excludeAgents)) return text("Memory is turned off for this agent.");
+        const result = await link.post(
           spec.route,
           { query, limit: limitOf(params?.limit), scope, ...spec.body(params, sessionKey) },
           { timeoutMs: config.tools.timeoutMs, signal },

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { after, before, test } from "node:test";
 
-import { bridgeWith, closedPort, configFor, live, recorded, startStub, timed, BRIDGE_DIR } from "./helpers.mjs";
+import { bridgeWith, closedPort, configFor, expectedScope, live, recorded, startStub, timed, BRIDGE_DIR } from "./helpers.mjs";
 
 const RECALL_ANSWER = {
   context: "<relevant-memories>\n- likes teal\n</relevant-memories>\n<user-persona>calm</user-persona>",
@@ -57,10 +57,10 @@ test("healthy stub: recall injects both parts, capture sends this turn with the 
   assert.equal(recall.headers.authorization, "Bearer sekret");
   assert.deepEqual(
     { query: recall.body.query, scope: recall.body.scope, key: recall.body.session_key },
-    { query: "I prefer short answers, please.", scope: "main", key: "agent:main:rec-plain" },
+    { query: "I prefer short answers, please.", scope: await expectedScope(api, "main"), key: "agent:main:rec-plain" },
   );
   assert.equal(capture.path, "/capture");
-  assert.equal(capture.body.scope, "main");
+  assert.equal(capture.body.scope, await expectedScope(api, "main"));
   assert.deepEqual(
     capture.body.messages.map((m) => [m.role, m.content]),
     [["user", "I prefer short answers, please."], ["assistant", "Understood."]],
@@ -104,7 +104,7 @@ test("healthy stub: recorded session ends (/new and shutdown) reach /session/end
   assert.deepEqual(stub.requests[0].body, {
     session_key: "agent:main:rec-gw",
     session_id: sessionId,
-    scope: "main",
+    scope: await expectedScope(api, "main"),
     wait: false,
   });
 });

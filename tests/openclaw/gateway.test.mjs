@@ -1,20 +1,28 @@
 // The bridge against our real gateway, driven by hook payloads recorded from OpenClaw 2026.9.x.
 // tests/openclaw/test_node_suites.py starts the gateway and passes its URL in
-// MEMORY_TENCENTDB_GATEWAY_URL; without it (a bare `node --test`) these tests skip.
+// MEMORY_TENCENTDB_GATEWAY_URL and its data directory in MEMORY_TENCENTDB_GATEWAY_DATA_DIR
+// (where its key is); without them (a bare `node --test`) these tests skip.
 
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { test } from "node:test";
 
-import { bridgeWith, configFor, live, recorded } from "./helpers.mjs";
+import { bridgeWith, closedPort, configFor, live, recorded, tempDir } from "./helpers.mjs";
 
 const GATEWAY = process.env.MEMORY_TENCENTDB_GATEWAY_URL;
-const skip = GATEWAY ? false : "MEMORY_TENCENTDB_GATEWAY_URL not set (run through pytest)";
+const DATA_DIR = process.env.MEMORY_TENCENTDB_GATEWAY_DATA_DIR;
+const skip = GATEWAY && DATA_DIR ? false : "MEMORY_TENCENTDB_GATEWAY_URL/_DATA_DIR not set (run through pytest)";
+
+function token() {
+  return readFileSync(join(DATA_DIR, "gateway.key"), "utf8").trim();
+}
 
 async function gateway(path, body) {
   const response = await fetch(GATEWAY + path, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", authorization: `Bearer ${token()}` },
     body: JSON.stringify(body),
   });
   const data = await response.json();
@@ -44,9 +52,12 @@ function relocated(fixture, hook, n, { agent = "main", session = randomUUID() } 
   return record;
 }
 
-async function bridge() {
-  const api = await bridgeWith(configFor(GATEWAY, { recall: { timeoutMs: 10_000 }, capture: { timeoutMs: 10_000 } }));
-  return api;
+// The bridge finds the key through `dataDir`. Scope "{agent}": these tests seed the gateway in
+// the plain agent scope (scope naming per state directory has its own tests).
+const LINK = { scope: "{agent}", recall: { timeoutMs: 10_000 }, capture: { timeoutMs: 10_000 } };
+
+async function bridge(extra = {}, options = {}) {
+  return bridgeWith(configFor(GATEWAY, { dataDir: DATA_DIR, ...LINK, ...extra }), options);
 }
 
 test("recall: a memory of the agent's scope reaches the prompt; another agent's does not", { skip }, async () => {
@@ -189,3 +200,45 @@ function recordedWrites() {
     }
   }
 }
+
+test("spool: a turn captured while the gateway was down arrives with the next run's capture", { skip }, async () => {
+  const stateDir = tempDir("oc-state-spool-");
+  const session = randomUUID();
+  const marker = `spooled-${randomUUID().slice(0, 8)}`;
+  // Run 1: nothing listens where the bridge looks; the turn goes to the spool.
+  const down = await bridgeWith({ port: await closedPort(), dataDir: DATA_DIR, ...LINK }, { stateDir });
+  const first = relocated("plain_turns", "agent_end", 0, { session });
+  first.event.messages = [
+    { role: "user", content: `记住：我的车牌号是 ${marker}。`, timestamp: 1_750_000_000_000 },
+    { role: "assistant", content: [{ type: "text", text: "好的，记住了。" }], stopReason: "stop", timestamp: 1_750_000_000_500 },
+  ];
+  first.ctx.runId = `run-${marker}`;
+  await down.fire("agent_end", first.event, first.ctx);
+  assert.match(down.warnings().join("\n"), /capture not delivered: unreachable: ECONNREFUSED; kept in /);
+  // Run 2, same state directory, gateway reachable: its own turn, then the waiting one.
+  const up = await bridge({}, { stateDir });
+  const start = relocated("plain_turns", "before_prompt_build", 1, { session });
+  const end = relocated("plain_turns", "agent_end", 1, { session });
+  end.ctx.runId = start.ctx.runId;
+  await up.fire("before_prompt_build", start.event, start.ctx);
+  await up.fire("agent_end", end.event, end.ctx);
+  const items = await sessionItems(start.ctx.sessionKey, [`车牌号 ${marker}`, "I prefer short answers, please."]);
+  assert.ok(items.some((i) => i.role === "user" && i.content.includes(marker)), JSON.stringify(items));
+  assert.ok(items.some((i) => i.content === "I prefer short answers, please."));
+  assert.ok(up.logs.some((l) => /sent 1 capture\(s\) kept from earlier runs/.test(l.message)));
+  // Replaying the same capture again (as after a timeout that did arrive) stores nothing twice.
+  await up.fire("agent_end", first.event, first.ctx);
+  const again = await sessionItems(start.ctx.sessionKey, [`车牌号 ${marker}`]);
+  assert.equal(again.filter((i) => i.content.includes(marker)).length, 1, "deduplicated by message id");
+});
+
+test("ownership: our gateway's /health names our data directory; the key file lets us in", { skip }, async () => {
+  const api = await bridge();
+  const start = relocated("plain_turns", "before_prompt_build", 0);
+  await api.fire("before_prompt_build", start.event, start.ctx);
+  assert.deepEqual(api.warnings(), []);
+  // The same gateway, but the bridge expects another data directory: not ours, nothing sent.
+  const stranger = await bridge({ dataDir: tempDir("oc-other-data-") });
+  assert.equal(await stranger.fire("before_prompt_build", start.event, start.ctx), undefined);
+  assert.match(stranger.warnings().join("\n"), /memory paused: the gateway at .* is not ours \(it serves /);
+});

@@ -1,13 +1,29 @@
 // Shared helpers for the bridge's node --test suites: a stand-in for OpenClaw's plugin `api`, the
 // recorded hook payloads, and a tiny HTTP server that plays a slow or failing gateway.
 
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import http from "node:http";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const BRIDGE_DIR = join(here, "..", "..", "openclaw_bridge");
+
+// Whatever falls back to the environment (a bridge loaded without a host runtime, child
+// processes) must never read or write the developer's own ~/.openclaw or memory data.
+process.env.OPENCLAW_STATE_DIR ||= mkdtempSync(join(tmpdir(), "oc-state-env-"));
+process.env.TDAI_DATA_DIR ||= mkdtempSync(join(tmpdir(), "oc-data-env-"));
+
+/** The scope the bridge gives an agent of this fake api's state directory. */
+export async function expectedScope(api, agentId) {
+  const { defaultScope } = await import(new URL(`file://${join(BRIDGE_DIR, "lib", "ownership.js")}`).href);
+  return defaultScope(agentId, api.stateDir);
+}
+
+export function tempDir(prefix = "oc-") {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
 
 let generation = 0;
 
@@ -21,8 +37,11 @@ export async function loadBridge() {
   return (await import(url.href)).default;
 }
 
-/** The subset of OpenClaw's plugin api the bridge touches, recording what it registers. */
-export function fakeApi({ pluginConfig = {}, registrationMode = "full" } = {}) {
+/**
+ * The subset of OpenClaw's plugin api the bridge touches, recording what it registers. Each
+ * has its own state directory (as `api.runtime.state.resolveStateDir()` gives it).
+ */
+export function fakeApi({ pluginConfig = {}, registrationMode = "full", stateDir = tempDir("oc-state-") } = {}) {
   const hooks = new Map();
   const tools = new Map();
   const services = [];
@@ -34,6 +53,8 @@ export function fakeApi({ pluginConfig = {}, registrationMode = "full" } = {}) {
     id: "memory-tencentdb",
     registrationMode,
     pluginConfig,
+    stateDir,
+    runtime: { state: { resolveStateDir: () => stateDir } },
     logger,
     hooks,
     tools,
@@ -99,10 +120,12 @@ export function live(ctx, { active = true } = {}) {
 
 /**
  * A stand-in gateway on 127.0.0.1. `behave(req, body)` returns { status, body, delayMs } or
- * { hang: true } (never answers); every request is recorded.
+ * { hang: true } (never answers); every request is recorded. GET /health is answered by
+ * `health` instead (default: 200, ok) and recorded apart, in `healthRequests`.
  */
-export async function startStub(behave = () => ({ status: 200, body: {} })) {
+export async function startStub(behave = () => ({ status: 200, body: {} }), { health = () => ({ body: { status: "ok" } }) } = {}) {
   const requests = [];
+  const healthRequests = [];
   const sockets = new Set();
   const server = http.createServer((req, res) => {
     let raw = "";
@@ -114,8 +137,9 @@ export async function startStub(behave = () => ({ status: 200, body: {} })) {
       } catch {
         body = raw;
       }
-      requests.push({ method: req.method, path: req.url, headers: req.headers, body });
-      const plan = stub.behave(req, body) ?? {};
+      const isHealth = req.method === "GET" && req.url === "/health";
+      (isHealth ? healthRequests : requests).push({ method: req.method, path: req.url, headers: req.headers, body });
+      const plan = (isHealth ? stub.health(req) : stub.behave(req, body)) ?? {};
       if (plan.hang) return;
       const send = () => {
         if (res.destroyed) return;
@@ -137,7 +161,9 @@ export async function startStub(behave = () => ({ status: 200, body: {} })) {
     port,
     url: `http://127.0.0.1:${port}`,
     requests,
+    healthRequests,
     behave,
+    health,
     paths: () => requests.map((r) => r.path),
     async close() {
       for (const socket of sockets) socket.destroy();

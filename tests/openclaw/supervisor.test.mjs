@@ -31,7 +31,7 @@ async function waitFor(predicate, timeoutMs) {
 }
 
 function serviceCtx(api) {
-  return { stateDir: mkdtempSync(join(tmpdir(), "oc-state-")), logger: api.logger };
+  return { stateDir: api.stateDir, logger: api.logger };
 }
 
 test("autoStart: a gateway that already answers is used; nothing is spawned", async () => {

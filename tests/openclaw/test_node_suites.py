@@ -44,6 +44,7 @@ def test_node_suite(suite: str, bridge_gateway: GatewayProcess) -> None:
     env = {
         **os.environ,
         "MEMORY_TENCENTDB_GATEWAY_URL": bridge_gateway.base_url,
+        "MEMORY_TENCENTDB_GATEWAY_DATA_DIR": str(bridge_gateway.data_dir),
         "MEMORY_TENCENTDB_PYTHON": sys.executable,  # for autoStart of a real gateway
         "NO_COLOR": "1",
     }

@@ -103,18 +103,52 @@ class Engine:
         except Exception as e:
             self.capture_errors += 1
             self.last_capture_error = f"{type(e).__name__}: {e}"
+            log.error("capture failed (answered 500, nothing acknowledged): %s", e)
             raise
+        if self.last_capture_error:  # the cause is gone: /health says so (errors keeps count)
+            log.info("capture works again after: %s", self.last_capture_error)
+            self.last_capture_error = None
         if rows:
             self.vectorizer.notify()
         return rows
 
+    def _await_semantic(self, budget_s: float) -> float:
+        """A query that arrives while the embedding models load waits for them (within
+        ``budget_s``) instead of answering keyword-only: a one-shot session's first turn is all
+        the memory it gets. Returns the seconds waited."""
+        cfg = self.settings.memory.recall
+        if cfg.strategy == "keyword" or self.vectorizer.state != "loading":
+            return 0.0
+        started = time.monotonic()
+        loaded = self.vectorizer.wait_loaded(budget_s)
+        waited = time.monotonic() - started
+        if not loaded:
+            log.warning(
+                "query arrived while the embedding models load; still loading after %.1fs:"
+                " answering keyword-only",
+                waited,
+            )
+        else:
+            log.info("query waited %.2fs for the embedding models to load", waited)
+        return waited
+
+    def _query_budget(self) -> float:
+        """Seconds a query may wait for models before retrieval, leaving time for retrieval."""
+        total = self.settings.memory.recall.timeout_ms / 1000
+        return max(0.0, total - min(1.0, total * 0.3))
+
     def recall(
         self, query: str, scope: str, tool_names: dict[str, str] | None = None
     ) -> recall_service.RecallResult:
+        cfg = self.settings.memory.recall
+        waited = self._await_semantic(self._query_budget())
+        if waited:
+            left_ms = max(1, int(cfg.timeout_ms - waited * 1000))
+            cfg = cfg.model_copy(update={"timeout_ms": left_ms})
         return recall_service.recall(
             self.store,
             self.vectorizer,
-            self.settings.memory.recall,
+            cfg,
             self.tz,
             query,
             scope,
@@ -122,6 +156,7 @@ class Engine:
         )
 
     def search_memories(self, query: str, scope: str, limit: int, **filters: Any) -> dict[str, Any]:
+        self._await_semantic(self._query_budget())
         return search_service.search_memories(
             self.store,
             self.vectorizer,
@@ -136,6 +171,7 @@ class Engine:
     def search_conversations(
         self, query: str, scope: str, limit: int, session_key: str | None = None
     ) -> dict[str, Any]:
+        self._await_semantic(self._query_budget())
         return search_service.search_conversations(
             self.store,
             self.vectorizer,

@@ -118,7 +118,9 @@ def _recall(
             depth=max(cfg.max_results * 3, 20),
             score_threshold=cfg.score_threshold,
         )
-        result.strategy = hits.strategy if hits.ranked else cfg.strategy
+        # What ran: with the models not (yet) usable an empty answer was keyword-only.
+        ran = cfg.strategy if vectorizer.state == "ready" else "keyword"
+        result.strategy = hits.strategy if hits.ranked else ran
         rows = store.l1_rows([r for r, _ in hits.ranked[: cfg.max_results]])
         for rowid, score in hits.ranked[: cfg.max_results]:
             row = rows.get(rowid)

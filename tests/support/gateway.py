@@ -51,7 +51,8 @@ class GatewayProcess:
         env.update(self.extra_env)
         return env
 
-    def start(self, timeout: float = 60.0) -> GatewayProcess:
+    def start(self, timeout: float = 60.0, ready: bool = True) -> GatewayProcess:
+        """Start and wait for /health (and, with ``ready``, for the models to have loaded)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
@@ -61,7 +62,7 @@ class GatewayProcess:
             stderr=subprocess.STDOUT,
             cwd=str(self.data_dir.parent),
         )
-        self.wait_healthy(timeout)
+        self.wait_healthy(timeout, ready=ready)
         return self
 
     def wait_healthy(self, timeout: float = 60.0, ready: bool = True) -> dict:

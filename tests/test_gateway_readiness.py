@@ -1,0 +1,75 @@
+"""Queries that arrive while the embedding models load (issue 8, item 1).
+
+A one-shot session (``hermes chat -q``, cron) starts the gateway and sends its only recall at
+once, while ``/health`` still says ``ready: false``. That recall must wait for the models
+(within ``recall.timeoutMs``) and answer the semantic result, not keyword-only: the memories
+below share no word with their queries, so keyword-only finds nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+# From tests/fixtures/recall_paraphrase_pairs.json: no content word in common.
+PAIRS = [
+    ("用户的妻子是一名儿科医生", "我老婆的职业是什么"),
+    ("The user is allergic to penicillin", "Which antibiotics must I avoid taking?"),
+]
+
+
+def test_first_recall_and_search_wait_for_the_models(start_gateway):
+    gw = start_gateway()
+    scope = f"ready-{uuid.uuid4().hex[:8]}"
+    with gw.client() as c:
+        for memory, _ in PAIRS:
+            body = {"content": memory, "type": "persona", "session_key": "s", "scope": scope}
+            assert c.post("/memories", json=body).status_code == 201
+    gw.wait_embedded()
+    gw.stop()
+
+    gw.start(ready=False)  # returns at the first /health answer
+    health = httpx.get(gw.base_url + "/health", timeout=5).json()
+    assert health["ready"] is False, "models loaded before the first query: nothing measured"
+
+    def recall(query: str) -> dict:
+        with gw.client() as c:
+            r = c.post("/recall", json={"query": query, "scope": scope, "session_key": "s2"})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def search(query: str) -> dict:
+        with gw.client() as c:
+            r = c.post("/search/memories", json={"query": query, "scope": scope})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    with ThreadPoolExecutor(4) as pool:
+        recalls = [pool.submit(recall, q) for _, q in PAIRS]
+        searches = [pool.submit(search, q) for _, q in PAIRS]
+        for (memory, _), rf, sf in zip(PAIRS, recalls, searches, strict=True):
+            got = rf.result()
+            assert got["strategy"] in ("hybrid", "embedding"), got  # the models ran
+            assert got["memories"] and got["memories"][0]["content"] == memory
+            assert memory in got["prepend_context"]
+            found = sf.result()
+            assert found["strategy"] in ("hybrid", "embedding")
+            assert found["items"][0]["content"] == memory
+    assert "waited" in gw.log() and "for the embedding models to load" in gw.log()
+
+
+def test_models_slower_than_the_budget_answer_keyword_only_and_say_so(start_gateway):
+    """A recall budget shorter than the model load: answered in time, keyword-only, logged."""
+    gw = start_gateway(env={"TDAI_RECALL_TIMEOUT_MS": "300"})
+    scope = f"ready-{uuid.uuid4().hex[:8]}"
+    gw.stop()
+    gw.start(ready=False)
+    with gw.client() as c:
+        r = c.post(
+            "/recall", json={"query": "我老婆的职业是什么", "scope": scope, "session_key": "s"}
+        )
+    assert r.status_code == 200 and r.json()["strategy"] == "keyword"
+    gw.wait_healthy(60)
+    assert "still loading" in gw.log() and "keyword-only" in gw.log()

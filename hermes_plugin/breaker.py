@@ -121,6 +121,15 @@ class CircuitBreaker:
             with contextlib.suppress(Exception):  # observers must not break the caller
                 self.on_change(old, new)
 
+    def trip(self) -> None:
+        """Open now: the supervisor saw the gateway hang, so no call should wait on it."""
+        with self._lock:
+            old = self._state
+            self._probe_in_flight = False
+            self._open()
+            self._probe_done.notify_all()
+        self._changed(old, OPEN)
+
     def reset(self) -> None:
         """Close unconditionally: the supervisor just saw the gateway become healthy."""
         self.record_success()

@@ -1,9 +1,10 @@
 """Provider settings: environment > ``$HERMES_HOME/memory_tencentdb.json`` > defaults.
 
 Why this shape: zero configuration must work, so every field has a default; ``hermes memory
-setup`` writes non-secret answers both to ``.env`` (as the env names below) and, through
-``save_config``, to the JSON file, so either route reaches the provider. Environment wins so a
-test or a one-off run can override anything without touching files.
+setup`` (our ``post_setup``, wizard.py) checks each answer and writes non-secret ones to the JSON
+file and the API key to ``$HERMES_HOME/.env``. Environment wins so a test or a one-off run can
+override anything without touching files. Values are parsed strictly (``parse_value``): a bad
+one is refused at setup and, if it reaches us anyway, logged and replaced by its default.
 """
 
 from __future__ import annotations
@@ -19,24 +20,25 @@ log = logging.getLogger("hermes_memory_tencentdb")
 
 CONFIG_FILE = "memory_tencentdb.json"
 
-# key -> (env names, earliest first wins, default, type)
-_FIELDS: dict[str, tuple[tuple[str, ...], Any, type]] = {
-    "gateway_host": (("MEMORY_TENCENTDB_GATEWAY_HOST",), "127.0.0.1", str),
-    "gateway_port": (("MEMORY_TENCENTDB_GATEWAY_PORT",), 8420, int),
-    "api_key": (("MEMORY_TENCENTDB_GATEWAY_API_KEY", "TDAI_GATEWAY_API_KEY"), "", str),
-    "gateway_cmd": (("MEMORY_TENCENTDB_GATEWAY_CMD",), "", str),
-    "auto_start": (("MEMORY_TENCENTDB_AUTO_START",), True, bool),
-    "recall_budget_s": (("MEMORY_TENCENTDB_RECALL_BUDGET_S",), 2.5, float),
-    "startup_wait_s": (("MEMORY_TENCENTDB_STARTUP_WAIT_S",), 4.0, float),
-    "start_timeout_s": (("MEMORY_TENCENTDB_START_TIMEOUT_S",), 60.0, float),
-    "breaker_threshold": (("MEMORY_TENCENTDB_BREAKER_THRESHOLD",), 3, int),
-    "breaker_cooldown_s": (("MEMORY_TENCENTDB_BREAKER_COOLDOWN_S",), 15.0, float),
-    "scope": (("MEMORY_TENCENTDB_SCOPE",), "", str),
+# key -> (env names, earliest first wins, default, type, lowest, highest)
+_FIELDS: dict[str, tuple[tuple[str, ...], Any, type, float | None, float | None]] = {
+    "gateway_host": (("MEMORY_TENCENTDB_GATEWAY_HOST",), "127.0.0.1", str, None, None),
+    "gateway_port": (("MEMORY_TENCENTDB_GATEWAY_PORT",), 8420, int, 1, 65535),
+    "api_key": (("MEMORY_TENCENTDB_GATEWAY_API_KEY", "TDAI_GATEWAY_API_KEY"), "", str, None, None),
+    "gateway_cmd": (("MEMORY_TENCENTDB_GATEWAY_CMD",), "", str, None, None),
+    "data_dir": (("TDAI_DATA_DIR", "MEMORY_TENCENTDB_DATA_DIR"), "", str, None, None),
+    "auto_start": (("MEMORY_TENCENTDB_AUTO_START",), True, bool, None, None),
+    "recall_budget_s": (("MEMORY_TENCENTDB_RECALL_BUDGET_S",), 2.5, float, 0.05, 5.0),
+    "first_turn_budget_s": (("MEMORY_TENCENTDB_FIRST_TURN_BUDGET_S",), 7.0, float, 0.5, 7.5),
+    "start_timeout_s": (("MEMORY_TENCENTDB_START_TIMEOUT_S",), 60.0, float, 1.0, 600.0),
+    "breaker_threshold": (("MEMORY_TENCENTDB_BREAKER_THRESHOLD",), 3, int, 1, 100),
+    "breaker_cooldown_s": (("MEMORY_TENCENTDB_BREAKER_COOLDOWN_S",), 15.0, float, 0.0, 3600.0),
+    "scope": (("MEMORY_TENCENTDB_SCOPE",), "", str, None, None),
 }
 
-# Hermes joins prefetch threads after 8 s; stay well below it whatever the user configures.
-MAX_RECALL_BUDGET_S = 5.0
-MAX_STARTUP_WAIT_S = 5.0
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_KIND_NAMES = {int: "a whole number", float: "a number of seconds", bool: "true or false"}
 
 
 def hermes_home(explicit: str | None = None) -> Path:
@@ -51,12 +53,52 @@ def hermes_home(explicit: str | None = None) -> Path:
         return Path(os.environ.get("HERMES_HOME") or Path.home() / ".hermes")
 
 
-def _coerce(value: Any, kind: type) -> Any:
+def parse_value(key: str, raw: Any) -> Any:
+    """One setting from text (env, JSON file, a setup answer); ValueError says what is wrong.
+
+    Why strict: ``hermes memory setup`` used to accept "abc" as a port, which then silently
+    became the default at the next start; now the answer is refused with this message.
+    """
+    _, _, kind, low, high = _FIELDS[key]
+    text = raw.strip() if isinstance(raw, str) else raw
     if kind is bool:
-        if isinstance(value, bool):
-            return value
-        return str(value).strip().lower() not in ("0", "false", "no", "off", "")
-    return kind(value)
+        if isinstance(text, bool):
+            return text
+        if str(text).lower() in _TRUE:
+            return True
+        if str(text).lower() in _FALSE:
+            return False
+        raise ValueError(f"{key}: {raw!r} is not true or false (use true/false, yes/no, 1/0)")
+    if kind is str:
+        return str(text)
+    try:
+        if isinstance(text, bool):
+            raise ValueError
+        value = kind(float(text)) if kind is float else int(str(text), 10)
+        if kind is float and value != value:  # NaN
+            raise ValueError
+    except (TypeError, ValueError):
+        what = _KIND_NAMES[kind]
+        span = f" between {_num(low)} and {_num(high)}" if low is not None else ""
+        raise ValueError(f"{key}: {raw!r} is not {what}{span}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{key}: {_num(value)} is out of range ({_num(low)} to {_num(high)})")
+    return value
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
+
+
+def default_data_dir() -> Path:
+    """The gateway's default data directory, resolved the way the gateway resolves it."""
+    root = os.environ.get("MEMORY_TENCENTDB_ROOT", "").strip()
+    current = Path(root or "~/.memory-tencentdb").expanduser() / "memory-tdai"
+    if not root and not current.exists():
+        legacy = Path("~/memory-tdai").expanduser()  # the original's directory, if only it exists
+        if legacy.is_dir():
+            return legacy
+    return current
 
 
 @dataclass(frozen=True)
@@ -67,9 +109,10 @@ class Settings:
     gateway_port: int = 8420
     api_key: str = ""
     gateway_cmd: str = ""
+    data_dir: str = ""
     auto_start: bool = True
     recall_budget_s: float = 2.5
-    startup_wait_s: float = 4.0
+    first_turn_budget_s: float = 7.0
     start_timeout_s: float = 60.0
     breaker_threshold: int = 3
     breaker_cooldown_s: float = 15.0
@@ -87,6 +130,21 @@ class Settings:
     def log_dir(self) -> Path:
         return self.home / "logs" / "memory_tencentdb"
 
+    @property
+    def spool_dir(self) -> Path:
+        """Writes not yet delivered, kept for the next session (0700, files 0600)."""
+        return self.home / "memory_tencentdb" / "spool"
+
+    @property
+    def expected_data_dir(self) -> Path:
+        """The data directory our gateway serves: configured, else the gateway's default."""
+        return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()
+
+    @property
+    def checks_data_dir(self) -> bool:
+        """A configured key alone identifies a remote or custom gateway; otherwise the directory."""
+        return bool(self.data_dir) or not self.api_key
+
     @classmethod
     def load(cls, home: str | Path | None = None) -> Settings:
         """Resolve settings; a malformed value is logged and replaced by its default."""
@@ -101,7 +159,7 @@ class Settings:
             except (OSError, ValueError) as exc:
                 log.warning("memory_tencentdb: ignoring unreadable %s: %s", path, exc)
         values: dict[str, Any] = {}
-        for key, (env_names, default, kind) in _FIELDS.items():
+        for key, (env_names, default, _kind, _low, _high) in _FIELDS.items():
             raw: Any = None
             for name in env_names:
                 if os.environ.get(name, "").strip():
@@ -113,17 +171,35 @@ class Settings:
                 values[key] = default
                 continue
             try:
-                values[key] = _coerce(raw, kind)
-            except (TypeError, ValueError):
-                log.warning("memory_tencentdb: bad value %r for %s, using %r", raw, key, default)
+                values[key] = parse_value(key, raw)
+            except ValueError as exc:
+                log.warning("memory_tencentdb: %s; using %r", exc, default)
                 values[key] = default
-        values["recall_budget_s"] = min(max(values["recall_budget_s"], 0.05), MAX_RECALL_BUDGET_S)
-        values["startup_wait_s"] = min(max(values["startup_wait_s"], 0.0), MAX_STARTUP_WAIT_S)
         return cls(home=home_path, **values)
 
 
+def check(values: dict[str, Any]) -> dict[str, Any]:
+    """Parse every known, non-empty answer; ValueError naming each bad one (nothing is saved)."""
+    parsed: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in values.items():
+        if key not in _FIELDS or value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        try:
+            parsed[key] = parse_value(key, value)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError("; ".join(problems))
+    return parsed
+
+
 def save(values: dict[str, Any], home: str | Path) -> Path:
-    """Merge non-secret answers of ``hermes memory setup`` into the JSON config file."""
+    """Merge non-secret answers of ``hermes memory setup`` into the JSON config file.
+
+    Every value is checked first: one bad answer raises ValueError and nothing is written.
+    """
+    parsed = check(values)
     path = Path(home) / CONFIG_FILE
     current: dict[str, Any] = {}
     if path.is_file():
@@ -132,8 +208,8 @@ def save(values: dict[str, Any], home: str | Path) -> Path:
             current = loaded if isinstance(loaded, dict) else {}
         except (OSError, ValueError):
             current = {}
-    for key, value in values.items():
-        if key in _FIELDS and key != "api_key":  # secrets live in .env only
+    for key, value in parsed.items():
+        if key != "api_key":  # secrets live in .env only
             current[key] = value
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
@@ -143,7 +219,7 @@ def save(values: dict[str, Any], home: str | Path) -> Path:
 
 
 def config_schema() -> list[dict[str, Any]]:
-    """Fields for ``hermes memory setup``; every one has an env name, none is required."""
+    """Fields for ``hermes memory setup`` and the dashboard; none is required."""
     return [
         {
             "key": "gateway_host",
@@ -153,13 +229,13 @@ def config_schema() -> list[dict[str, Any]]:
         },
         {
             "key": "gateway_port",
-            "description": "Gateway port",
+            "description": "Gateway port (1-65535)",
             "default": "8420",
             "env_var": "MEMORY_TENCENTDB_GATEWAY_PORT",
         },
         {
             "key": "api_key",
-            "description": "Gateway API key (only if the gateway requires one)",
+            "description": "Gateway API key (only for a gateway configured with one)",
             "secret": True,
             "env_var": "MEMORY_TENCENTDB_GATEWAY_API_KEY",
         },
@@ -172,8 +248,14 @@ def config_schema() -> list[dict[str, Any]]:
         },
         {
             "key": "recall_budget_s",
-            "description": "Seconds a turn may wait for recall (max 5)",
+            "description": "Seconds a turn may wait for recall (0.05-5)",
             "default": "2.5",
             "env_var": "MEMORY_TENCENTDB_RECALL_BUDGET_S",
+        },
+        {
+            "key": "first_turn_budget_s",
+            "description": "Seconds the first turn may wait for a gateway that is starting (0.5-7.5)",
+            "default": "7",
+            "env_var": "MEMORY_TENCENTDB_FIRST_TURN_BUDGET_S",
         },
     ]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .breaker import CircuitBreaker
 from .client import GatewayClient
 from .config import Settings
+from .ownership import Ownership
 from .state import shared
 from .supervisor import GatewaySupervisor
 
@@ -22,7 +23,8 @@ log = logging.getLogger("hermes_memory_tencentdb")
 def _log_change(settings: Settings, old: str, new: str) -> None:
     if new == "open" and old == "closed":
         log.warning(
-            "memory_tencentdb: gateway %s unreachable; memory paused, retry in %.0f s",
+            "memory_tencentdb: gateway %s unreachable; memory paused (turns kept on disk),"
+            " retry in %.0f s",
             settings.base_url,
             settings.breaker_cooldown_s,
         )
@@ -40,7 +42,12 @@ class Gateway:
 
 def connect(settings: Settings) -> Gateway:
     """The shared link for this address, created on first use (no network, no process)."""
-    key = (settings.gateway_host, settings.gateway_port, settings.api_key)
+    key = (
+        settings.gateway_host,
+        settings.gateway_port,
+        settings.api_key,
+        str(settings.expected_data_dir),
+    )
     st = shared()
     with st.lock:
         gw = st.gateways.get(key)
@@ -50,7 +57,15 @@ def connect(settings: Settings) -> Gateway:
                 settings.breaker_cooldown_s,
                 on_change=lambda old, new: _log_change(settings, old, new),
             )
-            client = GatewayClient(settings.base_url, settings.api_key, breaker)
-            gw = Gateway(settings, breaker, client, GatewaySupervisor(settings, client))
+            owner = Ownership(
+                settings.base_url,
+                settings.api_key,
+                settings.expected_data_dir,
+                settings.checks_data_dir,
+            )
+            client = GatewayClient(settings.base_url, settings.api_key, breaker, owner=owner)
+            supervisor = GatewaySupervisor(settings, client)
+            owner.started_pids = supervisor.started_pids
+            gw = Gateway(settings, breaker, client, supervisor)
             st.gateways[key] = gw
         return gw

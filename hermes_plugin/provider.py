@@ -8,6 +8,12 @@ passes ``session_id=""`` to prefetch, so the provider keeps its own ids; the sys
 built once, before the gateway may be up, so the stable memory part rides along with per-turn
 recall until a system prompt carries it. No method raises into Hermes and none waits on the
 gateway beyond a bounded budget.
+
+Budgets: a turn's recall waits at most ``recall_budget_s`` (2.5 s). The first turn of a session
+whose gateway is still starting (a one-shot ``hermes chat -q`` launches it: ~1 s to answer, ~3.5 s
+more to load the embedding models) may wait ``first_turn_budget_s`` (7 s, below Hermes's own 8 s
+prefetch limit) for the models, so even a one-shot session recalls semantically. Writes are kept
+on disk until the gateway has them (spool.py), so exit never waits on a gateway that hangs.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from . import hooks
 from .client import GatewayRejected, GatewayUnavailable
 from .config import Settings, config_schema, save
 from .link import Gateway, connect
-from .supervisor import STARTING, UP, data_dir, find_gateway_command
+from .ownership import default_scope
+from .spool import Spool
+from .supervisor import NOT_OURS, STARTING, UP, data_dir, find_gateway_command
 from .turns import (
     MAX_CONTENT_CHARS,
     chunks,
@@ -50,10 +58,12 @@ PROVIDER_NAME = "memory_tencentdb"
 MEMORY_SEARCH = "memory_tencentdb_memory_search"
 CONVERSATION_SEARCH = "memory_tencentdb_conversation_search"
 TOOL_TIMEOUT_S = 10.0
-PREFETCH_CAP_S = 7.0
+RECALL_RESERVE_S = 0.8  # of a turn's budget, kept for the recall itself after waiting
 MAX_QUERY_CHARS = 4000
-SHUTDOWN_START_WAIT_S = 10.0
-SHUTDOWN_DRAIN_S = 8.0
+SHUTDOWN_START_WAIT_S = 4.0  # only when this process is launching the gateway right now
+SHUTDOWN_DRAIN_S = 2.0  # then what is unsent stays on disk for the next session
+WRITE_TIMEOUT_S = 10.0
+REPLAY_MAX_AGE_S = 60.0
 STABLE_QUERY = "who is the user: profile, preferences, standing instructions, ongoing work"
 MEMORY_TYPES = ("persona", "episodic", "instruction")
 
@@ -165,6 +175,9 @@ class MemoryTencentdbProvider(MemoryProvider):
         self._tool_records: deque[dict[str, Any]] = deque(maxlen=200)
         self._initialized = False
         self._closed = False
+        self._prefetched = False
+        self._spool: Spool | None = None
+        self._id_prefix = uuid.uuid4().hex[:8]
         self.last_prefetch_ms = 0.0
         self.tool_calls_seen = 0
 
@@ -182,7 +195,7 @@ class MemoryTencentdbProvider(MemoryProvider):
                 return True
             from .client import GatewayClient
 
-            probe = GatewayClient(settings.base_url, settings.api_key)
+            probe = GatewayClient(settings.base_url)
             try:
                 return probe.health(0.3) is not None
             finally:
@@ -208,17 +221,20 @@ class MemoryTencentdbProvider(MemoryProvider):
             self._hermes_session = hermes_session
             self._session_key = self._session_id = hermes_session
             self._user_id = user_id
-            self._scope = settings.scope or (
-                f"hermes:{profile}:{user_id}" if user_id else f"hermes:{profile}"
-            )
+            self._scope = settings.scope or default_scope(settings.home, profile, user_id)
             # Cron and flush agents must not write into the user's memory.
             self._read_only = str(kwargs.get("agent_context") or "primary") != "primary"
-            if self._worker is None or not already:
+            fresh_worker = self._worker is None or not already
+            if fresh_worker:
                 self._worker = OrderedWorker(
                     "memory-tencentdb-writer", on_unavailable=gw.supervisor.notice_failure
                 )
+                self._spool = Spool(settings.spool_dir)
             self._initialized = True
             self._closed = False
+            self._prefetched = False
+        if fresh_worker and not self._read_only:
+            self._replay_kept(gw)
         hooks.route(hermes_session, self)
         if not already:
             gw.supervisor.acquire()
@@ -230,6 +246,26 @@ class MemoryTencentdbProvider(MemoryProvider):
             settings.base_url,
         )
 
+    def _replay_kept(self, gw: Gateway) -> None:
+        """Queue the writes earlier sessions of this Hermes home could not deliver, first."""
+        spool, worker = self._spool, self._worker
+        if spool is None or worker is None:
+            return
+        kept = spool.adopt()
+        for entry in kept:
+            worker.submit(
+                Job(
+                    entry.kind,
+                    lambda e=entry: gw.client.post(e.path, e.body, WRITE_TIMEOUT_S),
+                    REPLAY_MAX_AGE_S,
+                    entry=entry,
+                )
+            )
+        if kept:
+            log.info(
+                "memory_tencentdb: sending %d write(s) kept from an earlier session", len(kept)
+            )
+
     def shutdown(self) -> None:
         """Deliver queued writes (bounded), then let the supervisor stop what it started."""
         with self._lock:
@@ -238,9 +274,10 @@ class MemoryTencentdbProvider(MemoryProvider):
             self._closed = True
             gw, worker = self._gw, self._worker
         if worker is not None:
-            if gw is not None and worker.pending() and gw.supervisor.state == STARTING:
-                # A quick `hermes chat -q` can end before the gateway it launched is up; its
-                # turn is worth a bounded wait (Hermes's exit watchdog allows 30 s).
+            launching = gw is not None and gw.supervisor.owned_pid is not None
+            if launching and worker.pending() and gw.supervisor.state == STARTING:
+                # A quick `hermes chat -q` can end before the gateway it launched answers;
+                # a short wait usually delivers the turn now (else it is sent next session).
                 gw.supervisor.wait_until_settled(SHUTDOWN_START_WAIT_S)
             worker.close(SHUTDOWN_DRAIN_S)
         hooks.unroute(self._hermes_session, self)
@@ -298,15 +335,21 @@ class MemoryTencentdbProvider(MemoryProvider):
         gw = self._gw
         if gw is None or self._closed or not query or not query.strip():
             return ""
-        budget = gw.settings.recall_budget_s
-        if gw.supervisor.state == STARTING:
-            # Only right after we launched the gateway: worth a bounded wait on the first turn,
-            # but wait + recall together stay under PREFETCH_CAP_S, below Hermes's 8 s.
-            t0 = time.monotonic()
-            gw.supervisor.wait_until_settled(gw.settings.startup_wait_s)
-            budget = max(0.05, min(budget, PREFETCH_CAP_S - (time.monotonic() - t0)))
+        t0 = time.monotonic()
+        sup = gw.supervisor
+        first, self._prefetched = not self._prefetched, True
+        starting = sup.state == STARTING or (sup.state == UP and not sup.ready)
+        # The first turn of a session whose gateway is still starting may wait for its models
+        # (first_turn_budget_s, below Hermes's 8 s); any other turn waits recall_budget_s.
+        budget = gw.settings.first_turn_budget_s if first and starting else 0.0
+        deadline = t0 + max(budget, gw.settings.recall_budget_s)
+        if not self._ready_within(gw, deadline - RECALL_RESERVE_S):
+            return ""
+        remaining = deadline - time.monotonic()
+        if remaining < 0.05:
+            return ""
         try:
-            out = self._recall_once(gw, query, budget)
+            out = self._recall_once(gw, query, remaining)
         except GatewayUnavailable:
             gw.supervisor.notice_failure()
             return ""
@@ -323,6 +366,21 @@ class MemoryTencentdbProvider(MemoryProvider):
         if per_turn:
             parts.append(per_turn)
         return "\n\n".join(parts)
+
+    def _ready_within(self, gw: Gateway, until: float) -> bool:
+        """Wait (until a monotonic deadline) for a starting gateway; False if it is not ours.
+
+        A gateway that is still loading its models at the deadline is used anyway: the gateway
+        itself waits for its models within the recall's timeout.
+        """
+        sup = gw.supervisor
+        if sup.state == STARTING:
+            sup.wait_until_settled(until - time.monotonic())
+        if sup.state == NOT_OURS or gw.client.paused:
+            return False
+        if sup.state == UP and not sup.ready:
+            sup.wait_ready(until - time.monotonic())
+        return True
 
     def _recall_once(self, gw: Gateway, query: str, budget: float) -> dict[str, Any]:
         """POST /recall; if a half-open probe is in flight, wait for its verdict within budget."""
@@ -349,10 +407,18 @@ class MemoryTencentdbProvider(MemoryProvider):
 
     # -- writes ------------------------------------------------------------------------------
 
-    def _submit(self, kind: str, fn: Any, max_age_s: float = 60.0) -> None:
-        worker = self._worker
-        if worker is not None and not self._closed:
-            worker.submit(Job(kind, fn, max_age_s))
+    def _submit(
+        self, gw: Gateway, kind: str, path: str, body: dict[str, Any], max_age_s: float = 60.0
+    ) -> None:
+        """Keep the write on disk, then queue it; the disk copy goes once the gateway has it."""
+        worker, spool = self._worker, self._spool
+        if worker is None or self._closed:
+            return
+        entry = spool.put(kind, path, body) if spool is not None else None
+        timeout = WRITE_TIMEOUT_S
+        job = Job(kind, lambda: gw.client.post(path, body, timeout), max_age_s, entry=entry)
+        if not worker.submit(job) and entry is not None:
+            log.info("memory_tencentdb: %s kept on disk for the next session", kind)
 
     def sync_turn(
         self,
@@ -399,12 +465,13 @@ class MemoryTencentdbProvider(MemoryProvider):
             captured = to_capture_messages(turn, first)
             if not captured:
                 return
+            for m in captured:  # stable ids: a capture sent twice is stored once
+                m["id"] = f"hermes-{self._id_prefix}-{m['timestamp']}"
             self._last_ts = captured[-1]["timestamp"]
             self._ended = False
             base = self._base()
         for batch in chunks(captured):
-            body = {**base, "messages": batch}
-            self._submit("capture", lambda body=body: gw.client.capture(body))
+            self._submit(gw, "capture", "/capture", {**base, "messages": batch})
 
     def record_tool_call(self, payload: dict[str, Any]) -> None:
         """From the post_tool_call hook (turn thread): remember the call for this turn's capture."""
@@ -430,9 +497,11 @@ class MemoryTencentdbProvider(MemoryProvider):
             if self._ended or self._gw is None or self._closed or self._read_only:
                 return
             self._ended = True
-            body = self._base()
+            # wait: false — the gateway flushes L1 in the background (and finishes it before it
+            # stops), so neither /new nor exit waits for an LLM.
+            body = {**self._base(), "wait": False}
             gw = self._gw
-        self._submit("session_end", lambda: gw.client.session_end(body), max_age_s=30.0)
+        self._submit(gw, "session_end", "/session/end", body, max_age_s=30.0)
 
     def on_session_switch(
         self,
@@ -489,7 +558,7 @@ class MemoryTencentdbProvider(MemoryProvider):
                 "target": target,
             },
         }
-        self._submit("memory_write", lambda: gw.client.add_memory(body))
+        self._submit(gw, "memory_write", "/memories", body)
 
     def on_pre_compress(self, messages: list[dict[str, Any]]) -> str:
         """Tell the summariser the dropped turns stay searchable (no network on the turn thread)."""
@@ -521,15 +590,24 @@ class MemoryTencentdbProvider(MemoryProvider):
         }
         if self._user_id:
             body["user_id"] = self._user_id
+        if tool_name not in (MEMORY_SEARCH, CONVERSATION_SEARCH):
+            return json.dumps({"error": f"unknown tool {tool_name}"})
+        # Like the first turn's recall: a gateway that is starting gets time to load its
+        # models, within the tool's own deadline.
+        deadline = time.monotonic() + TOOL_TIMEOUT_S
+        wait_until = time.monotonic() + min(gw.settings.first_turn_budget_s, TOOL_TIMEOUT_S - 1)
+        if not self._ready_within(gw, wait_until):
+            return json.dumps(
+                {"error": f"long-term memory is paused ({gw.client.paused}); continue without it"}
+            )
+        timeout = max(0.5, deadline - time.monotonic())
         try:
             if tool_name == MEMORY_SEARCH:
                 if args.get("type") in MEMORY_TYPES:
                     body["type"] = args["type"]
-                out = gw.client.search_memories(body, TOOL_TIMEOUT_S)
-            elif tool_name == CONVERSATION_SEARCH:
-                out = gw.client.search_conversations(body, TOOL_TIMEOUT_S)
+                out = gw.client.search_memories(body, timeout)
             else:
-                return json.dumps({"error": f"unknown tool {tool_name}"})
+                out = gw.client.search_conversations(body, timeout)
         except GatewayUnavailable:
             gw.supervisor.notice_failure()
             return json.dumps(
@@ -545,7 +623,14 @@ class MemoryTencentdbProvider(MemoryProvider):
         return config_schema()
 
     def save_config(self, values: dict[str, Any], hermes_home: str) -> None:
+        """Save setup answers; a bad one (a port of "abc") raises ValueError and saves nothing."""
         save(values, hermes_home)
+
+    def post_setup(self, hermes_home: str, config: dict[str, Any]) -> None:
+        """``hermes memory setup``: our own prompts, so every answer is checked (wizard.py)."""
+        from . import wizard
+
+        wizard.run(hermes_home, config)
 
     def backup_paths(self) -> list[str]:
         """The gateway's data lives outside HERMES_HOME; let ``hermes backup`` take it along."""

@@ -13,6 +13,13 @@ Why it looks like this (each point answers a defect of the original provider):
   no orphan behind, and a gateway orphaned by a crashed Hermes is adopted and later stopped.
   A gateway the user started themselves has no pid file and is never touched.
 - If the gateway dies, the next failed call asks for a restart (throttled, single flight).
+- A gateway is adopted only if ``/health`` shows it is ours (ownership.py). A port that
+  accepts connections but does not answer (a frozen gateway), or a live holder of the data
+  directory's ``gateway.lock``, is never a reason to start a second gateway: the breaker opens
+  and memory pauses instead, so a turn costs nothing while it lasts.
+- The last user stops the gateway with ``POST /admin/shutdown {"drain_s": 30}`` (SIGTERM to its
+  pid if that route is missing) and does not wait: the gateway finishes pending L1/L2/persona
+  work first. A session that finds our gateway draining cancels the drain and keeps using it.
 """
 
 from __future__ import annotations
@@ -34,8 +41,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .client import GatewayClient
+from .client import FOREIGN, OURS, UNRESPONSIVE, GatewayClient
 from .config import Settings
+from .ownership import Verdict
 
 try:  # POSIX only; elsewhere starts are serialised per process only.
     import fcntl
@@ -47,11 +55,15 @@ log = logging.getLogger("hermes_memory_tencentdb")
 RESTART_THROTTLE_S = 10.0  # first retry after a failed start; doubles up to the max
 RESTART_THROTTLE_MAX_S = 300.0
 STOP_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 1.0  # a /health that takes longer than this is a gateway that hangs
+DRAIN_S = 30  # how long the gateway may finish pending work after the last Hermes left
+READY_POLL_S = 0.15
 
 IDLE = "idle"
 STARTING = "starting"
 UP = "up"
 DOWN = "down"
+NOT_OURS = "not_ours"
 
 
 def checkout_root() -> Path:
@@ -82,20 +94,36 @@ def find_gateway_command(settings: Settings) -> tuple[list[str], str] | None:
     return None
 
 
-def data_dir() -> Path:
-    """The gateway's data directory, resolved the way the gateway resolves it by default."""
-    if os.environ.get("TDAI_DATA_DIR", "").strip():
-        return Path(os.environ["TDAI_DATA_DIR"]).expanduser()
-    root = os.environ.get("MEMORY_TENCENTDB_ROOT", "").strip() or str(
-        Path.home() / ".memory-tencentdb"
-    )
-    return Path(root).expanduser() / "memory-tdai"
+def data_dir(settings: Settings | None = None) -> Path:
+    """The gateway's data directory we expect (configured, else the gateway's default)."""
+    return (settings or Settings.load()).expected_data_dir
 
 
-def run_dir() -> Path:
+def run_dir(settings: Settings | None = None) -> Path:
     """Where lock, pid and lease files live: shared by every Hermes profile using this data."""
     explicit = os.environ.get("MEMORY_TENCENTDB_RUN_DIR", "").strip()
-    return Path(explicit).expanduser() if explicit else data_dir() / "run"
+    return Path(explicit).expanduser() if explicit else data_dir(settings) / "run"
+
+
+def lock_holder(directory: Path) -> dict[str, Any] | None:
+    """The live process named in ``<data_dir>/gateway.lock``, if any (read only, never locks).
+
+    Taking the lock to test it could make a gateway that is starting right now fail, so only
+    the holder's details are read and its pid checked.
+    """
+    try:
+        info = json.loads((directory / "gateway.lock").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
+        return None
+    pid = info["pid"]
+    if pid == os.getpid() or not pid_alive(pid):
+        return None
+    cmd = _cmdline(pid)
+    if cmd is not None and "memory" not in cmd and "tdai" not in cmd:
+        return None  # the pid was reused by something else
+    return info
 
 
 def pid_alive(pid: int) -> bool:
@@ -218,9 +246,11 @@ class GatewaySupervisor:
     def __init__(self, settings: Settings, client: GatewayClient) -> None:
         self.settings = settings
         self.client = client
-        self.files = RunFiles(run_dir(), settings.gateway_port)
+        self.files = RunFiles(run_dir(settings), settings.gateway_port)
         self.state = IDLE
         self.detail = ""
+        self.ready = False  # models loaded, as last seen on /health
+        self._warned = ""
         self._lock = threading.Lock()
         self._settled = threading.Event()
         self._refs = 0
@@ -291,6 +321,39 @@ class GatewaySupervisor:
             self._settled.wait(max(0.0, timeout_s))
         return self.state == UP
 
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait (bounded) until the gateway has loaded its models; True if it has.
+
+        Why: ``/health`` answers about a second after start, the embedding models need a few
+        more; a recall in between is keyword-only or empty, which made the first turn of every
+        one-shot session recall nothing.
+        """
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while not self.ready and self.state == UP and not self._closing:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            kind, verdict = self.client.probe(min(PROBE_TIMEOUT_S, max(0.05, left)))
+            if kind == OURS and verdict is not None:
+                self.ready = verdict.ready
+                if self.ready:
+                    break
+            elif kind == FOREIGN:
+                self._settle(NOT_OURS, self.client.paused)
+                break
+            time.sleep(min(READY_POLL_S, max(0.0, deadline - time.monotonic())))
+        return self.ready
+
+    def started_pids(self) -> set[int]:
+        """Gateways this host started for this address (they are ours whatever they serve)."""
+        out: set[int] = set()
+        if self._proc is not None:
+            out.add(self._proc.pid)
+        record = self.files.read_pid()
+        if record is not None:
+            out.add(int(record["pid"]))
+        return out
+
     @property
     def owned_pid(self) -> int | None:
         proc = self._proc
@@ -313,11 +376,47 @@ class GatewaySupervisor:
             log.exception("memory_tencentdb: gateway supervision failed")
             self._settle(DOWN, f"supervisor error: {exc}")
 
-    def _start(self) -> None:
+    def _warn_once(self, message: str) -> None:
+        if message != self._warned:
+            self._warned = message
+            log.warning("memory_tencentdb: %s", message)
+
+    def _start(self, again: bool = True) -> None:
         if self._proc is not None and self._proc.poll() is not None:
             self._proc = None  # reaped: a gateway we started has died
-        if self.client.health(1.0) is not None:
+        kind, verdict = self.client.probe(PROBE_TIMEOUT_S)
+        if kind == OURS and verdict is not None:
+            if verdict.draining and not self._cancel_drain(verdict):
+                if again and self._wait_gone(verdict):
+                    self._start(again=False)  # it has exited: start a fresh one
+                else:
+                    self._settle(DOWN, "our gateway is stopping and did not exit in time")
+                return
+            self.ready = verdict.ready
             self._settle(UP, "already running")
+            return
+        if kind == FOREIGN:
+            self._settle(NOT_OURS, self.client.paused)  # ownership.py logged why, once
+            return
+        if kind == UNRESPONSIVE:
+            # Something holds the port but does not answer (a frozen gateway): a second
+            # gateway could not bind it anyway, and the turn must not wait for it.
+            self.client.breaker.trip()
+            self._settle(DOWN, "the gateway accepts connections but does not answer")
+            self._warn_once(
+                f"the gateway at {self.settings.base_url} accepts connections but does not"
+                " answer; memory paused (turns are kept on disk), not starting another one"
+            )
+            return
+        holder = lock_holder(self.settings.expected_data_dir)
+        if holder is not None:
+            self.client.breaker.trip()
+            self._settle(DOWN, f"gateway pid {holder['pid']} holds the data directory")
+            self._warn_once(
+                f"gateway pid {holder['pid']} holds {self.settings.expected_data_dir} but does"
+                f" not answer at {self.settings.base_url} (port {holder.get('port', '?')});"
+                " memory paused, not starting another one"
+            )
             return
         if not self.settings.auto_start:
             self._settle(DOWN, "not running and auto start is off")
@@ -337,13 +436,18 @@ class GatewaySupervisor:
             if not got_lock:
                 self._settle(DOWN, "start lock busy")
                 return
-            if self.client.health(1.0) is not None:  # another process won the race
+            kind, verdict = self.client.probe(PROBE_TIMEOUT_S)
+            if kind == OURS and verdict is not None:  # another process won the race
+                self.ready = verdict.ready
                 self._settle(UP, "started by another process")
+                return
+            if kind != "refused":
+                self._settle(DOWN if kind == UNRESPONSIVE else NOT_OURS, f"port taken ({kind})")
                 return
             record = self.files.read_pid()
             if record is not None and _recorded_process_alive(record):
                 # A gateway started earlier is still booting (or wedged): wait, never start twice.
-                if self._wait_healthy(None, wait_s):
+                if self._wait_up(None, wait_s):
                     self._settle(UP, "adopted a starting gateway")
                 else:
                     self._settle(DOWN, f"gateway pid {record['pid']} does not answer")
@@ -354,7 +458,7 @@ class GatewaySupervisor:
             proc = self._spawn(argv, source)
             if proc is None:
                 return
-            if self._wait_healthy(proc, wait_s):
+            if self._wait_up(proc, wait_s):
                 self._settle(UP, f"started pid {proc.pid} ({source})")
                 log.info(
                     "memory_tencentdb: gateway up at %s (pid %d)", self.settings.base_url, proc.pid
@@ -362,8 +466,14 @@ class GatewaySupervisor:
                 return
         # Failed or abandoned: do not leave a half-started process behind.
         if proc.poll() is None:
-            self._terminate(proc.pid, proc)
-        self.files.clear_pid(proc.pid)
+            if self._closing:  # Hermes is exiting: never make it wait for the child
+                with contextlib.suppress(OSError):
+                    os.kill(proc.pid, signal.SIGTERM)
+            else:
+                self._terminate(proc.pid, proc)
+                self.files.clear_pid(proc.pid)
+        else:
+            self.files.clear_pid(proc.pid)
         tail = _tail(self.settings.log_dir / "gateway.log")
         reason = (
             "closing" if self._closing else f"gateway did not become healthy (exit {proc.poll()})"
@@ -371,6 +481,25 @@ class GatewaySupervisor:
         self._settle(DOWN, reason)
         if not self._closing:
             log.warning("memory_tencentdb: %s; log tail:\n%s", reason, tail)
+
+    def _cancel_drain(self, verdict: Verdict) -> bool:
+        """Our gateway is finishing its work before exiting: ask it to stay."""
+        out = self.client.admin_shutdown({"cancel": True}, timeout_s=PROBE_TIMEOUT_S)
+        if out is not None and out.get("cancelled"):
+            log.info("memory_tencentdb: gateway pid %s was stopping; cancelled that", verdict.pid)
+            return True
+        return False
+
+    def _wait_gone(self, verdict: Verdict) -> bool:
+        """Wait (background thread, bounded) for a gateway that is exiting to be gone."""
+        deadline = time.monotonic() + DRAIN_S + 5.0
+        while time.monotonic() < deadline and not self._closing:
+            kind, _ = self.client.probe(PROBE_TIMEOUT_S)
+            gone_pid = verdict.pid is None or not pid_alive(verdict.pid)
+            if kind == "refused" and gone_pid:
+                return True
+            time.sleep(0.2)
+        return False
 
     def _spawn(self, argv: list[str], source: str) -> subprocess.Popen[bytes] | None:
         s = self.settings
@@ -431,14 +560,19 @@ class GatewaySupervisor:
         log.info("memory_tencentdb: starting gateway pid %d: %s (%s)", proc.pid, argv, source)
         return proc
 
-    def _wait_healthy(self, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> bool:
+    def _wait_up(self, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> bool:
+        """Wait until /health answers and shows our gateway (ready or still loading models)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not self._closing:
             if proc is not None and proc.poll() is not None:
                 return False
-            if self.client.health(1.0) is not None:
+            kind, verdict = self.client.probe(PROBE_TIMEOUT_S)
+            if kind == OURS and verdict is not None:
+                self.ready = verdict.ready
                 return True
-            time.sleep(0.2)
+            if kind == FOREIGN:
+                return False
+            time.sleep(0.1)
         return False
 
     # -- stopping ----------------------------------------------------------------------------
@@ -461,7 +595,7 @@ class GatewaySupervisor:
                 return
             leased, self._leased = self._leased, False
         try:
-            with self.files.locked(5.0):
+            with self.files.locked(2.0):
                 if leased:
                     self.files.drop_lease()
                 record = self.files.read_pid()
@@ -478,14 +612,33 @@ class GatewaySupervisor:
                 pid = int(record["pid"])
                 proc = self._proc if self._proc is not None and self._proc.pid == pid else None
                 if proc is not None or _recorded_process_alive(record):
-                    self._terminate(pid, proc)
-                    log.info("memory_tencentdb: stopped gateway pid %d", pid)
-                self.files.clear_pid(pid)
+                    # The pid file stays: a session that cancels the drain keeps it ours to stop.
+                    self._request_stop(pid)
+                else:
+                    self.files.clear_pid(pid)
         except OSError as exc:
             log.warning("memory_tencentdb: could not stop gateway cleanly: %s", exc)
         finally:
             self._proc = None
             self.state = IDLE
+
+    def _request_stop(self, pid: int) -> None:
+        """Ask our gateway to finish pending work and exit; never wait for it, never SIGKILL."""
+        out = None
+        if self.client.verified and not self.client.paused:
+            out = self.client.admin_shutdown({"drain_s": DRAIN_S}, timeout_s=PROBE_TIMEOUT_S)
+        if out is not None:
+            log.info(
+                "memory_tencentdb: gateway pid %d stops after its pending work (at most %d s)",
+                pid,
+                DRAIN_S,
+            )
+            return
+        # An older gateway without the route, or one that does not answer: SIGTERM drains
+        # too (a stopped process gets it when it continues). Its pid only, not its group.
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+            log.info("memory_tencentdb: sent SIGTERM to gateway pid %d", pid)
 
     @staticmethod
     def _terminate(pid: int, proc: subprocess.Popen[bytes] | None) -> None:

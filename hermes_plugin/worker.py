@@ -5,8 +5,10 @@ Why: Hermes calls ``sync_turn`` on its own single ``mem-sync`` worker, which it 
 did) delays all of that. So ``sync_turn`` only enqueues, and this worker sends captures,
 memory writes and session ends in order (turn N before turn N+1, captures before the session
 end that flushes them). The queue is bounded: when the gateway cannot keep up, the oldest job
-is dropped rather than Hermes ever waiting. A job that fails because the gateway is away is
-retried when the breaker lets calls through again, until it is ``max_age_s`` old.
+leaves the queue rather than Hermes ever waiting. A job that fails because the gateway is away
+is retried when the breaker lets calls through again, until it is ``max_age_s`` old. A job
+with a spool entry (spool.py) is removed from disk only once the gateway answered it, so what
+leaves the queue unsent (too old, queue full, Hermes exiting) is sent by the next session.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .client import GatewayRejected, GatewayUnavailable
+from .spool import Entry, Spool
 
 log = logging.getLogger("hermes_memory_tencentdb")
 
@@ -34,6 +37,11 @@ class Job:
     max_age_s: float = 60.0
     created: float = field(default_factory=time.monotonic)
     done: threading.Event = field(default_factory=threading.Event)
+    entry: Entry | None = None  # its copy on disk, removed once the gateway answered
+
+    @property
+    def kept(self) -> bool:
+        return self.entry is not None and self.entry.file is not None
 
 
 class OrderedWorker:
@@ -55,6 +63,7 @@ class OrderedWorker:
         self.dropped = 0
         self.sent = 0
         self.failed = 0
+        self.kept = 0  # left unsent but on disk for the next session
 
     def submit(self, job: Job) -> bool:
         """Enqueue without blocking; False if the worker is closed."""
@@ -64,12 +73,7 @@ class OrderedWorker:
             if len(self._jobs) >= self.maxsize:
                 old = self._jobs.popleft()
                 old.done.set()
-                self.dropped += 1
-                log.warning(
-                    "memory_tencentdb: write queue full, dropped oldest %s (%d dropped so far)",
-                    old.kind,
-                    self.dropped,
-                )
+                self._left(old, "write queue full")
             self._jobs.append(job)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
@@ -88,9 +92,12 @@ class OrderedWorker:
         return True if last is None else last.done.wait(timeout_s)
 
     def close(self, timeout_s: float) -> int:
-        """Stop accepting work, give queued jobs ``timeout_s`` to go out; returns jobs abandoned.
+        """Stop accepting work, give queued jobs ``timeout_s`` to go out; returns jobs not sent.
 
-        While closing, a job is tried at most once and never waits for the breaker.
+        While closing, a job is tried at most once and never waits for the breaker. Jobs not
+        sent by then stay on disk (spool) for the next session; a job in flight when the time
+        is up (a frozen gateway) is left to its own timeout on this daemon thread, and its file
+        stays too (a duplicate send is harmless: captures carry message ids).
         """
         with self._cond:
             self._closing = True
@@ -99,13 +106,28 @@ class OrderedWorker:
         if thread is not None:
             thread.join(max(0.0, timeout_s))
         with self._cond:
-            abandoned = len(self._jobs)
-            for job in self._jobs:
-                job.done.set()
+            left = list(self._jobs)
             self._jobs.clear()
-        if abandoned:
-            log.warning("memory_tencentdb: abandoned %d queued write(s) at shutdown", abandoned)
-        return abandoned
+        for job in left:
+            job.done.set()
+            self._left(job, "Hermes is exiting")
+        if left:
+            on_disk = sum(1 for j in left if j.kept)
+            log.info(
+                "memory_tencentdb: %d write(s) not delivered yet, %d kept on disk for the next"
+                " session",
+                len(left),
+                on_disk,
+            )
+        return len(left)
+
+    def _left(self, job: Job, why: str) -> None:
+        """A job leaves the queue unsent: on disk it waits for the next session, else it is lost."""
+        if job.kept:
+            self.kept += 1
+            return
+        self.dropped += 1
+        log.warning("memory_tencentdb: %s, dropped a %s (no copy on disk)", why, job.kind)
 
     def _loop(self) -> None:
         while True:
@@ -127,10 +149,14 @@ class OrderedWorker:
             try:
                 job.run()
                 self.sent += 1
+                if job.entry is not None:
+                    Spool.done(job.entry)
                 return
             except GatewayRejected as exc:
                 self.failed += 1
                 log.warning("memory_tencentdb: gateway rejected %s: %s", job.kind, exc)
+                if job.entry is not None:
+                    Spool.done(job.entry)  # it would be rejected again
                 return
             except GatewayUnavailable as exc:
                 if self.on_unavailable is not None:
@@ -138,10 +164,13 @@ class OrderedWorker:
                 if self._closing or time.monotonic() - job.created > job.max_age_s:
                     self.failed += 1
                     log.info("memory_tencentdb: %s not delivered: %s", job.kind, exc)
+                    self._left(job, "gateway unavailable")
                     return
             except Exception:
                 self.failed += 1
                 log.exception("memory_tencentdb: %s failed", job.kind)
+                if job.entry is not None:
+                    Spool.done(job.entry)
                 return
             with self._cond:
                 if self._closing:

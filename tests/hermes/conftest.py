@@ -48,7 +48,7 @@ def home(tmp_path: Path, llm: FakeLLM, hermes: Path) -> Iterator[HermesHome]:
 
 @pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
-    """A real gateway the test itself runs (the provider adopts it, never stops it)."""
-    gw = GatewayProcess(tmp_path / "gw-data").start()
+    """A real gateway the test itself runs, on the data directory ``home`` expects."""
+    gw = GatewayProcess(tmp_path / "data").start()
     yield gw
     gw.stop()

@@ -111,6 +111,20 @@ class HermesHome:
             cwd=str(self.root),
         )
 
+    def headers(self) -> dict[str, str]:
+        """What the provider sends: the key the zero-config gateway wrote into our data dir."""
+        try:
+            token = (self.data_dir / "gateway.key").read_text("utf-8").strip()
+        except OSError:
+            return {}
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def default_scope(self, profile: str = "default") -> str:
+        """The zero-config scope the provider derives from this (non-standard) Hermes home."""
+        from hermes_plugin.ownership import default_scope
+
+        return default_scope(self.root, profile)
+
     def provider_log(self) -> str:
         try:
             return (self.log_dir / "provider.log").read_text("utf-8", "replace")

@@ -10,6 +10,7 @@ import pytest
 
 from hermes_plugin.breaker import OPEN, CircuitBreaker
 from hermes_plugin.client import GatewayClient, GatewayRejected, GatewayUnavailable
+from hermes_plugin.ownership import Ownership
 from tests.support.gateway import GatewayProcess, free_port
 
 from .slow_proxy import SlowProxy
@@ -26,12 +27,12 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     proc.stop()
 
 
-def client_for(url: str, **breaker: float) -> GatewayClient:
-    return GatewayClient(url, breaker=CircuitBreaker(**breaker))  # type: ignore[arg-type]
+def client_for(url: str, token: str = "", **breaker: float) -> GatewayClient:
+    return GatewayClient(url, token, breaker=CircuitBreaker(**breaker))  # type: ignore[arg-type]
 
 
 def test_up_round_trip(gw: GatewayProcess):
-    c = client_for(gw.base_url)
+    c = client_for(gw.base_url, gw.token or "")
     assert c.health(2) is not None
     out = c.capture(
         {
@@ -65,7 +66,7 @@ def test_up_round_trip(gw: GatewayProcess):
 
 
 def test_bad_request_is_rejected_without_tripping_the_breaker(gw: GatewayProcess):
-    c = client_for(gw.base_url, threshold=1)
+    c = client_for(gw.base_url, gw.token or "", threshold=1)
     with pytest.raises(GatewayRejected) as info:
         c.recall({"session_key": "x", "scope": SCOPE}, 5)  # no query
     assert info.value.status == 422
@@ -74,7 +75,7 @@ def test_bad_request_is_rejected_without_tripping_the_breaker(gw: GatewayProcess
 
 def test_slow_gateway_times_out_within_budget_and_counts_as_failure(gw: GatewayProcess):
     with SlowProxy(gw.base_url, delay_s=2.0) as proxy:
-        c = client_for(proxy.base_url, threshold=2, cooldown_s=60)
+        c = client_for(proxy.base_url, gw.token or "", threshold=2, cooldown_s=60)
         t0 = time.perf_counter()
         with pytest.raises(GatewayUnavailable):
             c.recall({"query": "tea", "session_key": "s", "scope": SCOPE}, 0.5)
@@ -101,7 +102,10 @@ def test_down_gateway_opens_the_breaker_then_refuses_fast():
 
 def test_breaker_recovers_when_the_gateway_comes_back(tmp_path: Path):
     port = free_port()
-    c = client_for(f"http://127.0.0.1:{port}", threshold=1, cooldown_s=0.2)
+    url = f"http://127.0.0.1:{port}"
+    # As the provider does: the key is read from the data directory once it exists.
+    owner = Ownership(url, "", tmp_path / "data", check_dir=True)
+    c = GatewayClient(url, breaker=CircuitBreaker(threshold=1, cooldown_s=0.2), owner=owner)
     with pytest.raises(GatewayUnavailable):
         c.capture({"session_key": "s", "user_content": "a", "assistant_content": "b"})
     assert c.breaker.state == OPEN

@@ -53,7 +53,16 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNames
     for k, v in values.items():
         monkeypatch.setenv(k, v)
     (tmp_path / "hermes-home").mkdir()
-    yield SimpleNamespace(port=port, url=f"http://127.0.0.1:{port}", home=tmp_path / "hermes-home")
+
+    def headers() -> dict[str, str]:
+        """The zero-config gateway's key, as the provider reads it (from the data directory)."""
+        return {
+            "Authorization": "Bearer " + (tmp_path / "data" / "gateway.key").read_text().strip()
+        }
+
+    yield SimpleNamespace(
+        port=port, url=f"http://127.0.0.1:{port}", home=tmp_path / "hermes-home", headers=headers
+    )
     # A failed test must not leave its gateway running.
     pid_file = tmp_path / "data" / "run" / f"hermes-gateway-{port}.pid"
     if pid_file.exists():
@@ -121,7 +130,8 @@ def test_turns_are_captured_in_order_and_session_end_is_sent_once(env):
         assert p._worker is not None and p._worker.flush(30)
         r = httpx.post(
             env.url + "/search/conversations",
-            json={"query": "walrus", "scope": "hermes:tester", "limit": 50},
+            json={"query": "walrus", "scope": p._scope, "limit": 50},
+            headers=env.headers(),
             timeout=30,
         ).json()
         items = sorted(r["items"], key=lambda h: h["timestamp"])
@@ -150,7 +160,7 @@ def test_turns_are_captured_in_order_and_session_end_is_sent_once(env):
     finally:
         p.shutdown()
     log = (env.home / "logs" / "memory_tencentdb" / "gateway.log").read_text("utf-8")
-    assert log.count("session end: scope=hermes:tester session=sess-order") == 1
+    assert log.count(f"session end: scope={p._scope} session=sess-order") == 1
 
 
 def test_tools_coerce_limits_and_report_errors_as_json(env):

@@ -1,0 +1,132 @@
+"""``hermes memory setup memory_tencentdb``: ask, check each answer, save, activate.
+
+Why our own ``post_setup``: Hermes's generic wizard stores whatever is typed (a port of "abc"
+went into ``.env`` and silently became the default at the next start). Hermes hands the whole
+setup to a provider that has ``post_setup``, so every answer is parsed here with the same rules
+the provider uses at start-up, and a bad one is refused with its reason and asked again.
+Non-secret answers go to ``$HERMES_HOME/memory_tencentdb.json``, the API key to ``.env``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from .config import CONFIG_FILE, config_schema, parse_value, save
+
+MAX_ATTEMPTS = 5
+PROVIDER_NAME = "memory_tencentdb"
+
+
+def _ask(label: str, default: str, secret: bool, stdin: TextIO, stdout: TextIO) -> str | None:
+    """One answer ("" keeps the default); None at end of input."""
+    suffix = f" [{default}]" if default and not secret else ""
+    prompt = f"  {label}{suffix}: "
+    if secret and stdin.isatty():
+        try:
+            return getpass.getpass(prompt).strip()
+        except (EOFError, KeyboardInterrupt):
+            return None
+    stdout.write(prompt)
+    stdout.flush()
+    line = stdin.readline()
+    if not line:
+        return None
+    return line.strip()
+
+
+def _current(home: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        loaded = json.loads((home / CONFIG_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _write_env(home: Path, values: dict[str, str]) -> None:
+    """Set KEY=VALUE lines in ``$HERMES_HOME/.env`` (Hermes's own writer when available)."""
+    env_path = home / ".env"
+    try:
+        from hermes_cli.memory_setup import _write_env_vars  # type: ignore[import-not-found]
+
+        _write_env_vars(env_path, values)
+        return
+    except ImportError:
+        pass
+    lines = env_path.read_text("utf-8").splitlines() if env_path.exists() else []
+    kept = [ln for ln in lines if ln.split("=", 1)[0].strip() not in values]
+    kept += [f"{k}={v}" for k, v in values.items()]
+    env_path.write_text("\n".join(kept) + "\n", "utf-8")
+    env_path.chmod(0o600)
+
+
+def _activate(config: dict[str, Any] | None) -> bool:
+    """``memory.provider: memory_tencentdb`` in config.yaml, through Hermes's config writer."""
+    try:
+        from hermes_cli.config import load_config, save_config  # type: ignore[import-not-found]
+    except ImportError:
+        return False
+    cfg = config if isinstance(config, dict) else load_config()
+    if not isinstance(cfg.get("memory"), dict):
+        cfg["memory"] = {}
+    cfg["memory"]["provider"] = PROVIDER_NAME
+    save_config(cfg)
+    return True
+
+
+def run(
+    hermes_home: str | Path,
+    config: dict[str, Any] | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> dict[str, Any]:
+    """The interactive setup; returns the answers that were saved."""
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    home = Path(hermes_home)
+    current = _current(home)
+    out = stdout.write
+    out(f"\n  Configuring {PROVIDER_NAME} (Enter keeps the value in brackets):\n\n")
+    answers: dict[str, Any] = {}
+    secrets: dict[str, str] = {}
+    for field in config_schema():
+        key = field["key"]
+        secret = bool(field.get("secret"))
+        label = str(field.get("description", key))
+        if field.get("choices"):
+            label += f" ({'/'.join(field['choices'])})"
+        default = "" if secret else str(current.get(key, field.get("default", "")))
+        for attempt in range(MAX_ATTEMPTS):
+            raw = _ask(label, default, secret, stdin, stdout)
+            if raw is None:  # end of input: keep what we have
+                break
+            if not raw:
+                break
+            try:
+                value = parse_value(key, raw)
+            except ValueError as exc:
+                left = MAX_ATTEMPTS - attempt - 1
+                more = "try again" if left else "keeping the previous value"
+                out(f"  ✗ {exc}; {more}\n")
+                continue
+            if secret:
+                secrets[str(field["env_var"])] = str(value)
+            else:
+                answers[key] = value
+            break
+        if raw is None:
+            break
+    if answers:
+        path = save(answers, home)
+        out(f"\n  Saved to {path}\n")
+    if secrets:
+        _write_env(home, secrets)
+        out("  API key saved to .env\n")
+    if _activate(config):
+        out(f"  Memory provider: {PROVIDER_NAME} (activation saved to config.yaml)\n")
+    out("  Start a new session to use it.\n\n")
+    return answers

@@ -260,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    os.umask(0o077)  # memory.db, its WAL, persona, scenes, journals: the owner's only
     _setup_logging(args.verbose)
     try:
         return args.fn(args)

@@ -103,7 +103,6 @@ class Engine:
         except Exception as e:
             self.capture_errors += 1
             self.last_capture_error = f"{type(e).__name__}: {e}"
-            log.error("capture failed (answered 500, nothing acknowledged): %s", e)
             raise
         if self.last_capture_error:  # the cause is gone: /health says so (errors keeps count)
             log.info("capture works again after: %s", self.last_capture_error)

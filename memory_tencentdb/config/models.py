@@ -100,6 +100,9 @@ class ServerSettings(Block):
     # start); "off": no auth at all, an explicit choice (``server.auth: off``/TDAI_GATEWAY_AUTH).
     auth: Literal["on", "off"] = "on"
     cors_origins: StrList = Field(default_factory=list)
+    # Host-header names accepted besides "localhost", the bound host and IP literals (against
+    # DNS rebinding); ".example.com" matches its subdomains, "*" accepts any name.
+    allowed_hosts: StrList = Field(default_factory=list)
     max_body_bytes: PositiveInt = 1024 * 1024
     # How long a drain (``POST /admin/shutdown``, SIGTERM, idle exit) may take to finish pending
     # L1/embedding/L2/persona work before the gateway exits anyway.

@@ -43,6 +43,7 @@ NAMED_ENV: dict[Path_, tuple[str, ...]] = {
     ("server", "api_key"): ("TDAI_GATEWAY_API_KEY", "MEMORY_TENCENTDB_GATEWAY_API_KEY"),
     ("server", "auth"): ("TDAI_GATEWAY_AUTH", "MEMORY_TENCENTDB_GATEWAY_AUTH"),
     ("server", "cors_origins"): ("TDAI_CORS_ORIGINS",),
+    ("server", "allowed_hosts"): ("TDAI_GATEWAY_ALLOWED_HOSTS",),
     ("server", "max_body_bytes"): ("TDAI_GATEWAY_MAX_BODY_BYTES",),
     ("data_dir",): ("TDAI_DATA_DIR", "MEMORY_TENCENTDB_DATA_DIR"),
     ("llm", "base_url"): ("TDAI_LLM_BASE_URL", "MEMORY_TENCENTDB_LLM_BASE_URL"),
@@ -390,7 +391,7 @@ def _generic_path(segments: list[str]) -> Path_ | None:
 
 def _env_leaf(path: Path_, value: str, name: str) -> Any:
     """Lists may be JSON (``["a","b"]``) or comma-separated; everything else stays a string."""
-    if value.startswith("[") and path[-1] in ("cors_origins", "exclude_agents"):
+    if value.startswith("[") and path[-1] in ("cors_origins", "allowed_hosts", "exclude_agents"):
         try:
             return json.loads(value)
         except json.JSONDecodeError as exc:

@@ -21,7 +21,7 @@ from memory_tencentdb.engine import Engine, resolve_scope
 from memory_tencentdb.gateway import schemas as s
 from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody
 from memory_tencentdb.gateway.offload_routes import offload_router
-from memory_tencentdb.gateway.security import GatewayGuard
+from memory_tencentdb.gateway.security import GatewayGuard, host_name
 
 log = logging.getLogger("memory_tencentdb.gateway")
 
@@ -177,5 +177,6 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
     guard = GatewayGuard(
         lifecycle.track(app), engine.auth.token, server.cors_origins, server.max_body_bytes
     )
+    guard.allowed_hosts |= {host_name(h) for h in [server.host, *server.allowed_hosts]}
     guard.path_limits["/offload/assemble"] = engine.settings.memory.offload.assemble_max_body_bytes
     return guard  # type: ignore[return-value]

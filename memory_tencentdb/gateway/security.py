@@ -1,14 +1,19 @@
-"""Auth, CORS and the body-size limit, as one small ASGI middleware.
+"""Host allow-list, auth, CORS and the body-size limit, as one small ASGI middleware.
 
-Order per request: CORS headers are decided first (so a rejected request still tells a browser
+Order per request: the ``Host`` header first (a name that is not ours is a DNS-rebinding page
+in a browser: 403 for every route, ``/health`` included; IP literals cannot be rebound and are
+always accepted), then CORS headers are decided (so a rejected request still tells a browser
 why), ``OPTIONS`` preflights answer 204 without auth, ``GET /health`` is open, everything else
-needs the Bearer key when one is configured (also unknown paths: auth before routing, so the
-route list does not leak). Bodies over the limit are refused with 413 before they are read.
+needs exactly one ``Authorization: Bearer <key>`` header (also unknown paths: auth before
+routing, so the route list does not leak). Bodies over the limit are refused with 413 before
+they are read. A fault in a route answers 500 and keeps the connection: an exception is never
+let through to the server, which would drop a keep-alive connection the client pools.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
 from typing import Any
@@ -16,6 +21,26 @@ from typing import Any
 log = logging.getLogger("memory_tencentdb.gateway")
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+# Host names accepted without configuration (``server.allowedHosts`` adds more).
+DEFAULT_ALLOWED_HOSTS = ("localhost",)
+
+
+def host_name(value: str) -> str:
+    """The name part of a ``Host`` header: port, IPv6 brackets and a final dot removed."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    if value.count(":") == 1:
+        value = value.rsplit(":", 1)[0]
+    return value.rstrip(".")
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _json(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> list[Any]:
@@ -42,6 +67,9 @@ class GatewayGuard:
         self.max_body = max_body
         # Routes with their own limit (``/offload/assemble`` carries a whole context window).
         self.path_limits: dict[str, int] = {}
+        # Names a ``Host`` header may carry; "*" accepts any. Entries starting with "." match
+        # any subdomain. IP literals are always accepted.
+        self.allowed_hosts: set[str] = set(DEFAULT_ALLOWED_HOSTS)
 
     def _cors_headers(self, origin: str | None) -> list[tuple[bytes, bytes]]:
         if not self.cors:
@@ -56,14 +84,34 @@ class GatewayGuard:
             return [(b"access-control-allow-origin", origin.encode()), *allow, (b"vary", b"Origin")]
         return [(b"vary", b"Origin")]
 
-    def _authorized(self, headers: dict[bytes, bytes]) -> str | None:
-        """``None`` when allowed, else the 401 message."""
+    def _host_problem(self, raw: bytes | None) -> str | None:
+        """``None`` when the ``Host`` header names us, else the 403 message."""
+        if raw is None or "*" in self.allowed_hosts:
+            return None  # no Host at all: not a browser (every browser sends one)
+        name = host_name(raw.decode("latin-1"))
+        if _is_ip(name) or name in self.allowed_hosts:
+            return None
+        if any(h.startswith(".") and name.endswith(h) for h in self.allowed_hosts):
+            return None
+        shown = raw.decode("latin-1")[:200]
+        return (
+            f"Host not allowed: {shown!r} (a page reaching this gateway by DNS rebinding?); add"
+            " the name to server.allowedHosts (TDAI_GATEWAY_ALLOWED_HOSTS) if it is yours"
+        )
+
+    def _authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> str | None:
+        """``None`` when allowed, else the 401 message. Exactly one header, exactly
+        ``Bearer <key>``: a second header or stray whitespace is a client bug or a smuggling
+        attempt, never something to guess about."""
         if self.api_key is None:
             return None
-        raw = headers.get(b"authorization", b"")
+        values = [v for k, v in raw_headers if k.lower() == b"authorization"]
+        if len(values) > 1:
+            return "Unauthorized: more than one Authorization header"
+        raw = values[0] if values else b""
         if not raw.startswith(b"Bearer "):
             return "Unauthorized: missing Bearer token"
-        token = raw[len(b"Bearer ") :].strip()
+        token = raw[len(b"Bearer ") :]
         if not token or not hmac.compare_digest(token, self.api_key):
             return "Unauthorized: invalid token"
         return None
@@ -72,7 +120,14 @@ class GatewayGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
+        raw_headers = list(scope.get("headers") or [])
+        headers = dict(raw_headers)
+        bad_host = self._host_problem(headers.get(b"host"))
+        if bad_host:
+            log.warning("refused a request for Host %r", headers.get(b"host", b"")[:200])
+            for m in _json(403, {"error": bad_host}, []):
+                await send(m)
+            return
         origin = headers.get(b"origin", b"").decode("latin-1") or None
         cors = self._cors_headers(origin)
         method, path = scope["method"], scope["path"]
@@ -94,7 +149,7 @@ class GatewayGuard:
             await send({"type": "http.response.body", "body": b""})
             return
         if not (method == "GET" and path == "/health"):
-            problem = self._authorized(headers)
+            problem = self._authorized(raw_headers)
             if problem:
                 await send_all(_json(401, {"error": problem}, cors))
                 return
@@ -109,9 +164,7 @@ class GatewayGuard:
                 await send_all(
                     _json(
                         413,
-                        {
-                            "error": f"Request body too large: {int(length)} bytes, limit {max_body}"
-                        },
+                        {"error": f"Request body too large: {int(length)} bytes, limit {max_body}"},
                         cors,
                     )
                 )
@@ -155,8 +208,13 @@ class GatewayGuard:
         try:
             await self.app(scope, limited_receive, send_with_cors)
         except Exception:
-            if not refused:
-                raise
+            # FastAPI's error handler has already logged and answered the 500 before it
+            # re-raises; letting it reach the server would close the keep-alive connection.
+            if refused:
+                return
+            if not started:
+                log.exception("internal error on %s %s", method, path)
+                await send_all(_json(500, {"error": "Internal error"}, cors))
 
 
 def log_posture(host: str, api_key: str | None, cors: list[str], mode: str = "") -> None:

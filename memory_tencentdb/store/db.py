@@ -92,6 +92,9 @@ class Store:
         self.db_path = self.data_dir / db_file
         self.write_lock = threading.RLock()
         self.writer = connect(self.db_path, self.binding)
+        fixed = files.make_private(self.data_dir)
+        if fixed:
+            log.info("made %d file(s) under %s private (0600/0700)", fixed, self.data_dir)
         migrate(self.writer)
         self._local = threading.local()
         self._readers: list[Any] = []

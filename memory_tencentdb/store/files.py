@@ -9,13 +9,17 @@ that got an answer knows its data survives a crash.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Iterator
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("memory_tencentdb.store")
 
 
 class _Ticket:
@@ -155,3 +159,35 @@ def write_atomic(path: Path, text: str, backups: int = 0) -> None:
         for stale in old[:-backups]:
             stale.unlink(missing_ok=True)
     os.replace(tmp, path)
+
+
+# Memories are private: the gateway runs with umask 077 (see ``cli.main``) and, at start, takes
+# back whatever an older version or a copy left readable.
+PRIVATE_FILE, PRIVATE_DIR = 0o600, 0o700
+
+
+def make_private(root: Path) -> int:
+    """chmod every file under ``root`` to 0600 and every folder (``root`` too) to 0700.
+
+    Symlinks are left alone (never followed). Returns how many modes were changed; a file we
+    may not change (someone else's) is logged and skipped, never fatal."""
+    changed = 0
+    resolved = Path(root).resolve()
+    if resolved == resolved.parent or resolved in (Path.home().resolve(), *Path.home().parents):
+        log.warning("data directory %s is a home or root folder: modes left alone", root)
+        return 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        for path, want in [(here, PRIVATE_DIR)] + [(here / n, PRIVATE_FILE) for n in filenames]:
+            try:
+                st = path.lstat()
+                if stat.S_ISLNK(st.st_mode) or stat.S_IMODE(st.st_mode) == want:
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    want = PRIVATE_DIR
+                path.chmod(want)
+                changed += 1
+            except OSError as e:
+                log.warning("cannot make %s private: %s", path, e)
+        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
+    return changed

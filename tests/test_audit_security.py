@@ -1,0 +1,200 @@
+"""Audit findings about exposure and recovery, each through HTTP on a real gateway process.
+
+- files under the data directory are 0600 and folders 0700, also ones left 0644 by older versions;
+- a Host-header allow-list (loopback names by default) stops DNS rebinding;
+- one ``Authorization`` header, exactly ``Bearer <token>``: duplicates and stray spaces are 401;
+- ``/health`` degradations clear once their cause is gone;
+- a 500 does not cost the client its pooled keep-alive connection.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+from pathlib import Path
+
+KEY = "audit-key-4c1d9b"
+
+
+def _modes(root: Path) -> dict[str, int]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            out[str(p.relative_to(root))] = stat.S_IMODE(p.lstat().st_mode)
+    return out
+
+
+def test_data_files_are_private_including_old_ones(start_gateway, tmp_path: Path, scope: str):
+    data = tmp_path / "data"
+    # What an older version (or a careless copy) left behind: world-readable files and folders.
+    (data / "scene_blocks").mkdir(parents=True)
+    (data / "persona.md").write_text("# 用户画像\n- likes tea\n", "utf-8")
+    (data / "scene_blocks" / "tea.md").write_text("scene", "utf-8")
+    os.chmod(data, 0o755)
+    os.chmod(data / "scene_blocks", 0o755)
+    os.chmod(data / "persona.md", 0o644)
+    os.chmod(data / "scene_blocks" / "tea.md", 0o644)
+    gw = start_gateway(data_dir=data, env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    with gw.client() as c:
+        assert (
+            c.post(
+                "/capture",
+                json={
+                    "session_key": "s",
+                    "scope": scope,
+                    "user_content": "我住在杭州",
+                    "assistant_content": "好的",
+                },
+            ).status_code
+            == 200
+        )
+        assert (
+            c.post(
+                "/memories",
+                json={
+                    "content": "Lives in Hangzhou",
+                    "type": "persona",
+                    "session_key": "s",
+                    "scope": scope,
+                },
+            ).status_code
+            == 201
+        )
+    modes = _modes(data)
+    assert "memory.db" in modes and any(k.startswith("conversations/") for k in modes)
+    assert any(k.endswith("-wal") for k in modes), modes  # the WAL is there while running
+    assert stat.S_IMODE(data.stat().st_mode) == 0o700
+    loose = {}
+    for rel, mode in modes.items():
+        want = 0o700 if (data / rel).is_dir() else 0o600
+        if mode != want:
+            loose[rel] = oct(mode)
+    assert not loose, loose
+
+
+def _raw_request(port: int, head: str) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(head.encode("latin-1"))
+        chunks = []
+        while True:
+            data = s.recv(65536)
+            if not data:
+                break
+            chunks.append(data)
+            if b"\r\n\r\n" in b"".join(chunks) and b"}" in data:
+                break
+        return b"".join(chunks)
+
+
+def test_host_allow_list_stops_dns_rebinding(start_gateway):
+    gw = start_gateway(
+        env={"TDAI_EMBEDDING_PROVIDER": "none", "TDAI_GATEWAY_ALLOWED_HOSTS": "memory.internal"}
+    )
+    body = {"query": "x", "session_key": "s"}
+    with gw.client() as c:
+        for host in (
+            "localhost",
+            f"localhost:{gw.port}",
+            f"127.0.0.1:{gw.port}",
+            "[::1]:8420",
+            "memory.internal:9000",
+            "LOCALHOST",
+        ):
+            r = c.post("/recall", json=body, headers={"Host": host})
+            assert r.status_code == 200, (host, r.text)
+        for host in (
+            "evil.example.com",
+            f"rebind.attacker.net:{gw.port}",
+            "localhost.evil.com",
+            "127.0.0.1.nip.io",
+        ):
+            for route in ("/recall", "/health"):
+                r = (
+                    c.post(route, json=body, headers={"Host": host})
+                    if route == "/recall"
+                    else c.get(route, headers={"Host": host})
+                )
+                assert r.status_code == 403, (host, route, r.status_code)
+                assert "Host" in r.json()["error"] and "allowedHosts" in r.json()["error"]
+
+
+def test_one_exact_authorization_header(start_gateway):
+    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none", "TDAI_GATEWAY_API_KEY": KEY})
+    body = '{"query": "x", "session_key": "s"}'
+
+    def post(auth_lines: list[str]) -> bytes:
+        head = (
+            "POST /recall HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + "".join(f"Authorization: {v}\r\n" for v in auth_lines)
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}"
+        )
+        return _raw_request(gw.port, head)
+
+    assert post([f"Bearer {KEY}"]).startswith(b"HTTP/1.1 200")
+    assert post(["Bearer wrong", f"Bearer {KEY}"]).startswith(b"HTTP/1.1 401")  # not last-wins
+    assert post([f"Bearer {KEY}", f"Bearer {KEY}"]).startswith(b"HTTP/1.1 401")
+    # Raw bytes: httpx itself refuses to send a header value with trailing whitespace.
+    for value in (f"Bearer {KEY} ", f"Bearer {KEY}\t", f"Bearer  {KEY}", f"bearer {KEY}"):
+        assert post([value]).startswith(b"HTTP/1.1 401"), repr(value)
+
+
+def _day_file(data_dir: Path) -> Path:
+    files = sorted((data_dir / "conversations").glob("*.jsonl"))
+    assert files, "no day file yet"
+    return files[-1]
+
+
+def test_health_degradation_clears_when_the_cause_is_gone(start_gateway, scope: str):
+    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    turn = {
+        "session_key": "s",
+        "scope": scope,
+        "user_content": "记住：周五去北京",
+        "assistant_content": "好",
+    }
+    with gw.client() as c:
+        assert c.post("/capture", json=turn).status_code == 200
+        day = _day_file(gw.data_dir)
+        aside = day.with_name(day.name + ".aside")
+        day.rename(aside)
+        day.mkdir()  # the day file is now a directory: appends fail, as on a broken disk
+        try:
+            r = c.post("/capture", json=turn)
+            assert r.status_code >= 500, r.text
+            health = c.get("/health").json()
+            assert any("capture" in d for d in health["degraded"]), health["degraded"]
+        finally:
+            day.rmdir()
+            aside.rename(day)
+        assert c.post("/capture", json=turn).status_code == 200
+        health = c.get("/health").json()
+        assert not any("capture" in d for d in health["degraded"]), health["degraded"]
+
+
+def test_a_500_keeps_the_pooled_connection(start_gateway, scope: str):
+    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    turn = {"session_key": "s", "scope": scope, "user_content": "hello", "assistant_content": "hi"}
+    with gw.client() as c:
+        assert c.post("/capture", json=turn).status_code == 200
+        day = _day_file(gw.data_dir)
+        aside = day.with_name(day.name + ".aside")
+        day.rename(aside)
+        day.mkdir()
+        try:
+            for _ in range(3):
+                r = c.post("/capture", json=turn)
+                assert r.status_code == 500 and "error" in r.json()
+                # the same pooled connection serves the next request
+                assert c.get("/health").status_code == 200
+                assert (
+                    c.post(
+                        "/recall", json={"query": "hello", "session_key": "s", "scope": scope}
+                    ).status_code
+                    == 200
+                )
+        finally:
+            shutil.rmtree(day)
+            aside.rename(day)

@@ -103,7 +103,10 @@ class OffloadService:
         fresh = Session(sc, key)
         fresh.load()
         with self._guard:
-            return self._sessions.setdefault((scope, key), fresh)
+            sess = self._sessions.setdefault((scope, key), fresh)
+        if sess is fresh and self.llm_worker is not None:
+            self.llm_worker.resume(sess)  # rows the LLM had not refined before a restart
+        return sess
 
     def count(self, text: str) -> int:
         return self.tokens.count(text)
@@ -206,6 +209,9 @@ class OffloadService:
             self.cfg.boundary_continue_similarity,
             self.cfg.boundary_resume_similarity,
         )
+        if active and sess.state.get("goal_from_tool") == active and d.decision != "resume":
+            d = boundaries.Decision("continue", active, d.similarity, d.by)
+            self._set_goal(sess, active, " ".join(prompt.split())[:300])
         self._apply_decision(sess, prompt, d.decision, d.canvas, d.similarity, d.by)
         sess.state["last_prompt_hash"] = digest
         sess.save_state()
@@ -238,6 +244,14 @@ class OffloadService:
         else:
             bounds.append(b.as_json())
 
+    def _set_goal(self, sess: Session, name: str, goal: str) -> None:
+        with sess.scope.lock:
+            text = sess.scope.read_canvas(name)
+            meta = canvas.parse_meta(text)
+            meta.task_goal = goal
+            sess.scope.write_canvas(name, canvas.set_meta(text, meta))
+        sess.state["goal_from_tool"] = None
+
     def _active_canvas(self, sess: Session, hint: str) -> str:
         active = sess.state.get("active")
         if active and (sess.scope.layout.mmds / active).exists():
@@ -245,6 +259,8 @@ class OffloadService:
         goal = sess.state.get("pending_goal") or hint
         name = sess.scope.new_canvas(goal, self.now())
         sess.state["active"] = name
+        # A goal taken from a tool call is replaced by the first prompt that continues the task.
+        sess.state["goal_from_tool"] = name if not sess.state.get("pending_goal") else None
         sess.state["pending_goal"] = None
         sess.state.setdefault("task_prompts", {})[name] = [goal]
         bounds = sess.state.setdefault("boundaries", [])
@@ -412,7 +428,7 @@ class OffloadService:
                 lead += 1
             anchor = lead - 1
         else:
-            anchor = last_user
+            anchor = last_user - 1  # just before the newest user message: the prompt stays last
         if anchor < 0:
             out_msgs.extend(inserts)
         for i, u in enumerate(outcome.units):

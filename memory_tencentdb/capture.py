@@ -118,6 +118,7 @@ def to_l0_inputs(
             continue
         out.append(
             L0Input(
+                speaker=_speaker(m, role),
                 scope=scope,
                 session_key=session_key,
                 session_id=session_id,
@@ -130,6 +131,13 @@ def to_l0_inputs(
             )
         )
     return out
+
+
+def _speaker(m: dict[str, Any], role: str) -> str:
+    """The speaker's name: ``speaker``, else the OpenAI-style ``name`` of a user or assistant
+    message (on a tool message ``name`` is the tool's)."""
+    value = m.get("speaker") or (m.get("name") if role in ("user", "assistant") else None)
+    return " ".join(str(value).split())[:100] if isinstance(value, str | int) else ""
 
 
 def capture(

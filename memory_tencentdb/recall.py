@@ -54,6 +54,8 @@ class RecallResult:
     append_system_context: str = ""
     memories: list[dict[str, Any]] = field(default_factory=list)
     strategy: str = "skipped"
+    # How the relevance cut went: candidates considered, how many passed, and whether it ran.
+    relevance: dict[str, Any] = field(default_factory=dict)
 
     @property
     def context(self) -> str:
@@ -68,6 +70,7 @@ class RecallResult:
             "memories": self.memories,
             "strategy": self.strategy,
             "memory_count": len(self.memories),
+            "relevance": self.relevance,
         }
 
 
@@ -121,8 +124,9 @@ def _recall(
         # What ran: with the models not (yet) usable an empty answer was keyword-only.
         ran = cfg.strategy if vectorizer.state == "ready" else "keyword"
         result.strategy = hits.strategy if hits.ranked else ran
-        rows = store.l1_rows([r for r, _ in hits.ranked[: cfg.max_results]])
-        for rowid, score in hits.ranked[: cfg.max_results]:
+        relevant, result.relevance = relevant_hits(hits, cfg.max_results)
+        rows = store.l1_rows([r for r, _ in relevant[: cfg.max_results]])
+        for rowid, score in relevant[: cfg.max_results]:
             row = rows.get(rowid)
             if row is None or row["status"] != "active":
                 continue
@@ -157,6 +161,40 @@ def _recall(
     root = scope_root(store.data_dir, scope)
     result.append_system_context = stable_context(root, bool(lines), tool_names)
     return result
+
+
+# The relevance cut (calibrated on tests/fixtures/dev/ and the paraphrase sets; figures in
+# bench/results/recall_quality.md). A memory's relevance is its z-score against the reference
+# questions (retrieval.relevance). Something is injected only when the best candidate clears
+# RELEVANCE_GATE (the query is about something stored); then every candidate that clears
+# RELEVANCE_KEEP goes in. A candidate holding most of the query's rare words
+# (COVERAGE_PASS) passes either test on keyword evidence alone.
+RELEVANCE_GATE = 2.0
+RELEVANCE_KEEP = 1.5
+COVERAGE_PASS = 0.6
+
+
+def relevant_hits(hits: Any, window: int) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+    """The hits that pass the relevance cut, and a summary for the answer. The gate looks at
+    the best ``window`` candidates. Without a measured relevance (keyword-only recall, models
+    not loaded) nothing is cut and the summary says so."""
+    ev = hits.evidence
+    measured = any(e.relevance is not None for e in ev.values())
+    if not hits.ranked or not measured:
+        return hits.ranked, {"applied": False, "considered": len(hits.ranked)}
+
+    def passes(rowid: int, bar: float) -> bool:
+        e = ev.get(rowid)
+        if e is None:
+            return False
+        return e.coverage >= COVERAGE_PASS or (e.relevance is not None and e.relevance >= bar)
+
+    gate = any(passes(r, RELEVANCE_GATE) for r, _ in hits.ranked[:window])
+    kept = [(r, s) for r, s in hits.ranked if gate and passes(r, RELEVANCE_KEEP)]
+    summary = {"applied": True, "considered": len(hits.ranked), "passed": len(kept)}
+    if not kept:
+        summary["note"] = "nothing stored is related to this query"
+    return kept, summary
 
 
 def stable_context(data_dir: Path, have_memories: bool, tool_names: dict[str, str] | None) -> str:

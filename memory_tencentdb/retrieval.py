@@ -1,21 +1,59 @@
 """Hybrid retrieval shared by per-turn recall and the search tools.
 
-Keyword (BM25 over jieba tokens) and one ranking per embedding model are fused with reciprocal
-rank fusion (k = 60). No absolute similarity cut-off on the vector side: e5 cosines bunch at
-0.8-0.9 for related and unrelated text alike, so only ranks carry information.
+Two kinds of evidence, weighed by what each is measured to be worth (bench/results/):
+
+- **Keyword**: BM25 over jieba tokens picks the candidates; each one's evidence is its
+  *coverage*, the IDF-weighted share of the query's terms it contains. A turn holding every rare
+  word of the question is strong evidence; one that shares only a common word ("喜欢", "today")
+  is almost none, however high BM25 put it among weak matches.
+- **Meaning**: one ranking per embedding model. The models are one voice together (their
+  votes are averaged): two small models agreeing on a generic turn ("Wow, what an amazing
+  family pic!") must not outvote the keyword side that found the turn with the evidence.
+
+Fusion is weighted reciprocal rank fusion over a fixed number of candidates per side, so the
+order of the top results never depends on how many the caller asked for. Each hit also carries
+its absolute evidence (coverage, per-model similarity) for the relevance cut recall applies.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.vectorizer import Vectorizer
 
 RRF_K = 60
+# Candidates taken from every side before fusion, whatever the caller's limit.
+CANDIDATES = 60
+# Weight of the keyword vote (times the hit's coverage) against the embedding models' shared
+# vote of 1. Chosen on the developers' sets (tests/fixtures/dev/, the paraphrase sets); the
+# measurements are in bench/results/recall_quality.md.
+KEYWORD_WEIGHT = {"l1": 2.0, "l0": 2.0}
+# Coverage is raised to this power: sharing one of four words is little evidence, all four a lot.
+COVERAGE_POWER = 3.0
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="retrieval")
+
+
+# Weight of a candidate's relevance (z-score against the reference questions, see
+# ``relevance``) added to its fused score: it demotes memories that are close to any question.
+RELEVANCE_WEIGHT = 0.005
+
+
+@dataclass
+class Evidence:
+    """Why a row was found: keyword coverage (0..1), each model's similarity, and ``relevance``:
+    how far the row stands above its similarity to unrelated questions (a z-score, the smaller
+    over the models; None when it could not be measured)."""
+
+    coverage: float = 0.0
+    similarity: dict[str, float] = field(default_factory=dict)
+    relevance: float | None = None
 
 
 @dataclass
@@ -26,6 +64,7 @@ class Hits:
     keyword: bool = False
     vector: bool = False
     errors: list[str] = field(default_factory=list)
+    evidence: dict[int, Evidence] = field(default_factory=dict)
 
     @property
     def strategy(self) -> str:
@@ -51,16 +90,75 @@ def _vector_ranking(
     query: str,
     depth: int,
     session_key: str | None,
-) -> list[tuple[int, float]]:
+) -> tuple[list[tuple[int, float]], np.ndarray | None]:
+    """One model's ranking and the query's vector in that model."""
     index = store.index(layer, emb.model_id)  # type: ignore[attr-defined]
     if index is None:
-        return []
+        return [], None
     qvec = vectorizer.embed_query_with(emb, query)
     ranking = index.search(scope, qvec, depth * (4 if session_key else 1))
     if session_key and ranking:
         rows = store.l0_rows([r for r, _ in ranking]) if layer == "l0" else {}
         ranking = [(r, s) for r, s in ranking if rows.get(r, {}).get("session_key") == session_key]
-    return ranking[:depth]
+    return ranking[:depth], qvec
+
+
+def relevance(
+    store: Store,
+    vectorizer: Vectorizer,
+    layer: str,
+    scope: str,
+    qvecs: dict[str, np.ndarray],
+    rowids: list[int],
+) -> dict[int, float]:
+    """Per row: (query's score - mean of the reference questions' scores) / their spread, in each
+    model's own index space, the smaller over the models. Only indexes that can score given
+    rows (the in-memory one) take part; rows nothing could measure are absent."""
+    if not rowids:
+        return {}
+    per_model = []
+    for model, qvec in qvecs.items():
+        index = store.index(layer, model)
+        refs = vectorizer.references.get(model)
+        if refs is None or not hasattr(index, "score_rows"):
+            continue
+        own = index.score_rows(scope, qvec[None, :], rowids)[0]  # type: ignore[union-attr]
+        ref = index.score_rows(scope, refs, rowids)  # type: ignore[union-attr]
+        spread = np.maximum(ref.std(axis=0), 1e-6)
+        per_model.append((own - ref.mean(axis=0)) / spread)
+    if not per_model:
+        return {}
+    z = np.nanmin(np.stack(per_model), axis=0)
+    return {r: float(v) for r, v in zip(rowids, z.tolist(), strict=True) if np.isfinite(v)}
+
+
+def coverage(store: Store, layer: str, terms: list[str], rowids: list[int]) -> dict[int, float]:
+    """IDF-weighted share of ``terms`` that each row's indexed tokens contain (0..1)."""
+    if not terms or not rowids:
+        return {}
+    docs, df = store.term_stats(layer, terms)
+    idf = {t: math.log(1.0 + (docs - df.get(t, 0) + 0.5) / (df.get(t, 0) + 0.5)) for t in terms}
+    total = sum(idf.values()) or 1.0
+    tokens = store.indexed_tokens(layer, rowids)
+    return {r: sum(w for t, w in idf.items() if t in tokens.get(r, ())) / total for r in rowids}
+
+
+def fuse(
+    keyword: list[tuple[int, float]],
+    cover: dict[int, float],
+    vectors: list[list[tuple[int, float]]],
+    keyword_weight: float,
+    k: int = RRF_K,
+) -> list[tuple[int, float]]:
+    """Weighted RRF: the keyword vote scaled by coverage, the models sharing one vote."""
+    scores: dict[int, float] = {}
+    for rank, (rowid, _) in enumerate(keyword, 1):
+        scores[rowid] = keyword_weight * cover.get(rowid, 0.0) ** COVERAGE_POWER / (k + rank)
+    share = 1.0 / len(vectors) if vectors else 0.0
+    for ranking in vectors:
+        for rank, (rowid, _) in enumerate(ranking, 1):
+            scores[rowid] = scores.get(rowid, 0.0) + share / (k + rank)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def retrieve(
@@ -74,36 +172,45 @@ def retrieve(
     session_key: str | None = None,
     score_threshold: float = 0.0,
 ) -> Hits:
-    """Run the requested sides and fuse them.
+    """Run the requested sides and fuse them; at most ``depth`` hits, best first.
 
     ``strategy`` is keyword / embedding / hybrid. Embedding falls back to keyword (and says so
     through ``Hits.strategy``) when no model is ready. The keyword side runs on a pool thread while
-    this thread embeds the query, since the two do not depend on each other.
+    this thread embeds the query, since the two do not depend on each other. Every side yields
+    ``CANDIDATES`` rows whatever ``depth`` is, so a larger limit only appends to the same order.
     """
     hits = Hits()
     use_vectors = strategy in ("embedding", "hybrid") and vectorizer.state == "ready"
     use_keyword = strategy in ("keyword", "hybrid") or not use_vectors
     terms = tokenize.query_terms(query)
+    n = max(CANDIDATES, depth)
     kw_future = None
     if use_keyword and terms:
-        kw_future = _pool.submit(store.keyword_search, layer, scope, terms, depth, session_key)
+        kw_future = _pool.submit(store.keyword_search, layer, scope, terms, n, session_key)
     rankings: list[list[tuple[int, float]]] = []
+    models: list[str] = []
     if use_vectors:
         # One task per model (embed the query, search its index): the models run side by side.
         futures = [
-            _pool.submit(
-                _vector_ranking, store, vectorizer, emb, layer, scope, query, depth, session_key
+            (
+                emb.model_id,
+                _pool.submit(
+                    _vector_ranking, store, vectorizer, emb, layer, scope, query, n, session_key
+                ),
             )
             for emb in vectorizer.embedders
         ]
-        for future in futures:
+        qvecs: dict[str, np.ndarray] = {}
+        for model, future in futures:
             try:
-                ranking = future.result()
+                ranking, qvec = future.result()
             except Exception as e:  # noqa: BLE001 - one failed side leaves the others
                 hits.errors.append(f"vector: {type(e).__name__}: {e}")
                 continue
-            if ranking:
+            if ranking and qvec is not None:
+                qvecs[model] = qvec
                 rankings.append(ranking)
+                models.append(model)
                 hits.vector = True
     keyword: list[tuple[int, float]] = []
     if kw_future is not None:
@@ -118,10 +225,27 @@ def retrieve(
         # corpus BM25's IDF is distorted, so when nothing passes but there are only a few hits,
         # keep them all (the original's small-corpus rule).
         passing = [h for h in keyword if h[1] >= score_threshold]
-        hits.ranked = passing if passing or len(keyword) > depth // 2 else keyword
+        hits.ranked = (passing if passing or len(keyword) > depth // 2 else keyword)[:depth]
         hits.keyword = bool(hits.ranked)
+        cover = coverage(store, layer, terms, [r for r, _ in hits.ranked])
+        hits.evidence = {r: Evidence(coverage=cover.get(r, 0.0)) for r, _ in hits.ranked}
         return hits
-    if keyword:
-        rankings.insert(0, keyword)
-    hits.ranked = rrf(rankings) if len(rankings) > 1 else rankings[0]
+    cover = coverage(store, layer, terms, [r for r, _ in keyword])
+    weight = KEYWORD_WEIGHT.get(layer, 1.0)
+    fused = fuse(keyword, cover, rankings, weight)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: rows not measured
+        rel = relevance(store, vectorizer, layer, scope, qvecs, [r for r, _ in fused])
+    if rel:
+        fused = sorted(
+            ((r, f + RELEVANCE_WEIGHT * rel.get(r, 0.0)) for r, f in fused),
+            key=lambda kv: (-kv[1], kv[0]),
+        )
+    hits.ranked = fused[:depth]
+    kept = {r for r, _ in hits.ranked}
+    hits.evidence = {r: Evidence(coverage=cover.get(r, 0.0), relevance=rel.get(r)) for r in kept}
+    for model, ranking in zip(models, rankings, strict=True):
+        for rowid, sim in ranking:
+            if rowid in kept:
+                hits.evidence[rowid].similarity[model] = sim
     return hits

@@ -6,6 +6,7 @@ the model as the tool result.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from memory_tencentdb.retrieval import retrieve
@@ -87,6 +88,8 @@ def search_conversations(
                 "session_key": row["session_key"],
                 "session_id": row["session_id"],
                 "role": row["role"],
+                "speaker": row.get("speaker") or "",
+                "message_id": row["message_id"],
                 "content": row["content"],
                 "score": round(score, 6),
                 "recorded_at": row["recorded_at"],
@@ -101,6 +104,14 @@ def search_conversations(
         "strategy": hits.strategy if hits.ranked else "none",
         "items": items,
     }
+
+
+def _when(item: dict[str, Any]) -> str:
+    """When the message was said (the host's timestamp, UTC), else when it was recorded."""
+    ms = item.get("timestamp") or 0
+    if ms > 0:
+        return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+    return str(item.get("recorded_at") or "")
 
 
 def _render_memories(items: list[dict[str, Any]]) -> str:
@@ -123,7 +134,8 @@ def _render_conversations(items: list[dict[str, Any]]) -> str:
     for it in items:
         out += [
             "---",
-            f"**[{it['role']}]** Session: {it['session_key']} [{it['recorded_at']}]"
+            f"**[{it['role']}{' · ' + escape_tags(it['speaker']) if it['speaker'] else ''}]**"
+            f" Session: {it['session_key']} [{_when(it)}]"
             f" (score: {it['score']:.3f})",
             "",
             escape_tags(it["content"]),

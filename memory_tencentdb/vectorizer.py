@@ -20,6 +20,7 @@ import numpy as np
 from memory_tencentdb.embedding import EmbeddingError, load_embedders
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text.embedding_text import for_embedding
+from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
 
 log = logging.getLogger("memory_tencentdb.embedding")
 
@@ -40,6 +41,8 @@ class Vectorizer:
         self.last_query_error: tuple[float, str] | None = None
         self._query_error_logged = 0.0
         self.pending = 0
+        # Per model: the reference questions' vectors (the relevance cut's null model).
+        self.references: dict[str, np.ndarray] = {}
         # False from a notify() until a full pass finds nothing left to embed.
         self.idle = False
         self._idle_lock = threading.Lock()
@@ -122,6 +125,12 @@ class Vectorizer:
                 self.store.open_index(layer, emb.model_id, emb.dim, self.index_backends[layer])
                 self._queued[(emb.model_id, layer)] = set()
         self.store.on_rows_written(self._rows_written)
+        for emb in ready:
+            try:
+                vecs = emb.embed(list(REFERENCE_QUERIES))
+                self.references[emb.model_id] = np.asarray(vecs, dtype=np.float32)
+            except Exception as e:  # noqa: BLE001 - without them recall cuts nothing, and says so
+                log.warning("%s: reference queries not embedded (%s)", emb.model_id, e)
         self.embedders = ready
         self.state = "ready"
         log.info("embedding ready: %s", ", ".join(e.model_id for e in ready))

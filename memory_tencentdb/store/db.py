@@ -28,13 +28,14 @@ from memory_tencentdb.store.connection import Binding, choose_binding, connect
 from memory_tencentdb.store.migrations import migrate
 from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index, VectorIndex, vec0_table_name
 from memory_tencentdb.text import tokenize
-from memory_tencentdb.text.embedding_text import hash_input
+from memory_tencentdb.text.embedding_text import hash_input, l0_text
+from memory_tencentdb.text.redact import redact, redact_obj
 
 log = logging.getLogger("memory_tencentdb.store")
 
 L0_COLUMNS = (
     "rowid, id, scope, session_key, session_id, role, content, message_id, timestamp,"
-    " recorded_at, file, text_hash, extra"
+    " recorded_at, file, text_hash, extra, speaker"
 )
 L1_COLUMNS = (
     "rowid, id, scope, content, type, priority, scene_name, session_key, session_id, source_ids,"
@@ -42,6 +43,9 @@ L1_COLUMNS = (
     " superseded_by, origin, file, text_hash"
 )
 L1_TYPES = ("persona", "episodic", "instruction")
+# An L0 row's indexed text in SQL: the same as ``embedding_text.l0_text``.
+_L0_INDEXED = "CASE WHEN speaker != '' THEN speaker || ': ' || content ELSE content END"
+_L0_INDEXED_M = "CASE WHEN m.speaker != '' THEN m.speaker || ': ' || m.content ELSE m.content END"
 
 
 def text_hash(text: str) -> str:
@@ -72,6 +76,7 @@ class L0Input:
     timestamp: int
     message_id: str = ""
     extra: dict[str, Any] | None = None
+    speaker: str = ""  # the speaker's name, when the host knows it
 
 
 class Store:
@@ -88,13 +93,13 @@ class Store:
         self.tz = tz
         for sub in ("conversations", "records", "scene_blocks", ".metadata", ".backup"):
             (self.data_dir / sub).mkdir(parents=True, exist_ok=True)
+        fixed = files.make_private(self.data_dir)
+        if fixed:
+            log.info("made %d file(s) under %s private (0600/0700)", fixed, self.data_dir)
         self.binding = binding or choose_binding()
         self.db_path = self.data_dir / db_file
         self.write_lock = threading.RLock()
         self.writer = connect(self.db_path, self.binding)
-        fixed = files.make_private(self.data_dir)
-        if fixed:
-            log.info("made %d file(s) under %s private (0600/0700)", fixed, self.data_dir)
         migrate(self.writer)
         self._local = threading.local()
         self._readers: list[Any] = []
@@ -151,11 +156,11 @@ class Store:
         def write(conn: Any) -> None:
             conn.execute("DELETE FROM l0_fts")
             conn.execute("DELETE FROM l1_fts")
-            for table, fts, where in (
-                ("l0_messages", "l0_fts", ""),
-                ("l1_memories", "l1_fts", " WHERE status = 'active'"),
+            for table, fts, text, where in (
+                ("l0_messages", "l0_fts", _L0_INDEXED, ""),
+                ("l1_memories", "l1_fts", "content", " WHERE status = 'active'"),
             ):
-                rows = conn.execute(f"SELECT rowid, content FROM {table}{where}").fetchall()
+                rows = conn.execute(f"SELECT rowid, {text} FROM {table}{where}").fetchall()
                 conn.executemany(
                     f"INSERT INTO {fts} (rowid, tok) VALUES (?, ?)",
                     [(r, tokenize.index_text(c)) for r, c in rows],
@@ -198,9 +203,10 @@ class Store:
                     "recordedAt": recorded_at,
                     "id": m.message_id,
                     "role": m.role,
-                    "content": m.content,
+                    "content": redact(m.content),  # secrets never reach a file
                     "timestamp": m.timestamp,
-                    **({"extra": m.extra} if m.extra else {}),
+                    **({"speaker": m.speaker} if m.speaker else {}),
+                    **({"extra": redact_obj(m.extra)} if m.extra else {}),
                 }
             )
         files.append_lines(self.data_dir / rel, rows)
@@ -213,6 +219,8 @@ class Store:
         toks = []
         for r in rows:
             content = str(r.get("content", ""))
+            speaker = str(r.get("speaker") or "")
+            indexed = l0_text(content, speaker)
             params.append(
                 (
                     r["record_id"],
@@ -225,19 +233,20 @@ class Store:
                     int(r.get("timestamp") or 0),
                     r.get("recordedAt", ""),
                     rel_file,
-                    text_hash(hash_input("l0", content)),
+                    text_hash(hash_input("l0", indexed)),
                     json.dumps(r.get("extra") or {}, ensure_ascii=False),
+                    speaker,
                 )
             )
-            toks.append(tokenize.index_text(content))
+            toks.append(tokenize.index_text(indexed))
 
         def write(conn: Any) -> list[int]:
             ids = []
             for p, tok in zip(params, toks, strict=True):
                 cur = conn.execute(
                     "INSERT OR IGNORE INTO l0_messages (id, scope, session_key, session_id, role,"
-                    " content, message_id, timestamp, recorded_at, file, text_hash, extra)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " content, message_id, timestamp, recorded_at, file, text_hash, extra, speaker)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     p,
                 )
                 if cur.rowcount:
@@ -277,7 +286,7 @@ class Store:
     def write_memory(self, record: dict[str, Any]) -> int:
         """Append an L1 upsert to ``records/`` (durable), then index it. Returns its rowid."""
         rel = files.day_file("records", datetime.now(UTC), self.tz)
-        line = {"op": "upsert", **record}
+        line = {"op": "upsert", **record, "content": redact(str(record["content"]))}
         files.append_lines(self.data_dir / rel, [line])
         return self.index_l1_line(line, rel)
 
@@ -428,6 +437,46 @@ class Store:
             out.append((int(rowid), r / (1.0 + r) if r > 0 else 1.0 / (1.0 + abs(r) + 1000)))
         return out
 
+    def term_stats(self, layer: str, terms: list[str]) -> tuple[int, dict[str, int]]:
+        """``(documents, {term: documents containing it})`` in the keyword index of ``layer``
+        (all scopes): what an IDF weight needs. Read through an ``fts5vocab`` table that each
+        reader connection creates once in its temp schema (nothing is written to the file)."""
+        fts = "l1_fts" if layer == "l1" else "l0_fts"
+        conn = self.reader()
+        made = getattr(self._local, "vocab", None)
+        if made is None:
+            made = self._local.vocab = set()
+        if fts not in made:
+            conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{fts}_vocab"
+                f" USING fts5vocab(main, '{fts}', 'row')"
+            )
+            made.add(fts)
+        df: dict[str, int] = {}
+        if terms:
+            marks = ",".join("?" * len(terms))
+            df = dict(
+                conn.execute(
+                    f"SELECT term, doc FROM temp.{fts}_vocab WHERE term IN ({marks})", terms
+                ).fetchall()
+            )
+        table = "l1_memories" if layer == "l1" else "l0_messages"
+        docs = conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0
+        return int(docs), df
+
+    def indexed_tokens(self, layer: str, rowids: list[int]) -> dict[int, set[str]]:
+        """The keyword-index tokens of some rows (to see which query terms each one matched)."""
+        fts = "l1_fts" if layer == "l1" else "l0_fts"
+        out: dict[int, set[str]] = {}
+        for i in range(0, len(rowids), 500):
+            chunk = rowids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for rowid, tok in self.reader().execute(
+                f"SELECT rowid, tok FROM {fts} WHERE rowid IN ({marks})", chunk
+            ):
+                out[int(rowid)] = set(str(tok).split())
+        return out
+
     # ----------------------------------------------------------------- vectors
 
     def missing_vectors(
@@ -444,6 +493,7 @@ class Store:
         looked at once, however large the table) or those among ``rowids``.
         """
         table = "l1_memories" if layer == "l1" else "l0_messages"
+        text = "m.content" if layer == "l1" else _L0_INDEXED_M
         where = " AND m.status = 'active'" if layer == "l1" else ""
         params: list[Any] = [model, layer]
         if rowids is not None:
@@ -458,7 +508,7 @@ class Store:
         return (
             self.reader()
             .execute(
-                f"SELECT m.rowid, m.scope, m.text_hash, m.content FROM {table} m"
+                f"SELECT m.rowid, m.scope, m.text_hash, {text} FROM {table} m"
                 f" WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.layer = ?"
                 f" AND v.text_hash = m.text_hash){where} ORDER BY m.rowid LIMIT ?",
                 params,

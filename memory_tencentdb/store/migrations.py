@@ -147,6 +147,13 @@ def m002_pipeline(conn: Any) -> None:
     )
 
 
+def m003_l0_speaker(conn: Any) -> None:
+    """Who said an L0 message ("Melanie", "Caroline", an agent's name): shown with the message and
+    indexed with it, so "When did Melanie paint a sunrise?" finds Melanie's turn. Empty when the
+    host did not say (the role still tells user from assistant)."""
+    conn.execute("ALTER TABLE l0_messages ADD COLUMN speaker TEXT NOT NULL DEFAULT ''")
+
+
 def _run_script(conn: Any, script: str) -> None:
     """Run statements one by one: ``executescript`` would commit our open transaction."""
     for statement in script.split(";\n"):
@@ -160,6 +167,7 @@ def _run_script(conn: Any, script: str) -> None:
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "core", m001_core),
     (2, "pipeline", m002_pipeline),
+    (3, "l0-speaker", m003_l0_speaker),
 ]
 
 

@@ -151,6 +151,39 @@ class NumpyIndex:
         top = top[np.argsort(-sims[top])]
         return [(int(ids[i]), float(sims[i])) for i in top if np.isfinite(sims[i])]
 
+    def score_rows(self, scope: str, queries: np.ndarray, rowids: list[int]) -> np.ndarray:
+        """Scores of ``queries`` (R x dim) against some rows of ``scope``, as ``search`` computes
+        them (R x len(rowids)); NaN for a row that is not in the scope."""
+        out = np.full((len(queries), len(rowids)), np.nan, dtype=np.float32)
+        with self._lock:
+            sm = self._scopes.get(scope)
+            if sm is None or sm.n == 0:
+                return out
+            cols, positions = [], []
+            for i, r in enumerate(rowids):
+                where = self._where.get(r)
+                if where and where[0] == scope and sm.alive[where[1]]:
+                    cols.append(i)
+                    positions.append(where[1])
+            if not positions:
+                return out
+            rows = sm.mat[positions]
+            q = queries.astype(np.float32, copy=False)
+            if self.centre and sm.live >= 2:
+                if sm.cached is None or sm.cached[0] != sm.version:
+                    mu = self._mean(sm)
+                    sm.cached = (sm.version, mu, sm.mat[: sm.n] @ mu)
+                _, mu, m_mu = sm.cached
+                q_c = q - mu
+                q_norm = np.linalg.norm(q_c, axis=1, keepdims=True)
+                q_norm[q_norm == 0] = 1.0
+                m_norm = np.sqrt(np.maximum(1.0 - 2.0 * m_mu[positions] + float(mu @ mu), 1e-9))
+                scores = ((q_c @ rows.T) - (q_c @ mu)[:, None]) / (q_norm * m_norm[None, :])
+            else:
+                scores = q @ rows.T
+        out[:, cols] = scores
+        return out
+
     def _mean(self, sm: _ScopeMatrix) -> np.ndarray:
         g_total = sum((m.total for m in self._scopes.values()), np.zeros(self.dim))
         g_live = sum(m.live for m in self._scopes.values())
@@ -218,6 +251,28 @@ class Vec0Index:
             self._writer.executemany(
                 f"DELETE FROM {self.table} WHERE rowid = ?", [(r,) for r in rowids]
             )
+
+    def score_rows(self, scope: str, queries: np.ndarray, rowids: list[int]) -> np.ndarray:
+        """Cosines of ``queries`` (R x dim) against some rows of ``scope`` (R x len(rowids)),
+        read back from the table; NaN for a row that is not there."""
+        out = np.full((len(queries), len(rowids)), np.nan, dtype=np.float32)
+        if not rowids:
+            return out
+        marks = ",".join("?" * len(rowids))
+        found = dict(
+            self._reader()
+            .execute(
+                f"SELECT rowid, embedding FROM {self.table} WHERE rowid IN ({marks})"
+                " AND scope = ?",
+                (*rowids, scope),
+            )
+            .fetchall()
+        )
+        cols = [i for i, r in enumerate(rowids) if r in found]
+        if cols:
+            mat = np.stack([np.frombuffer(found[rowids[i]], dtype="<f4") for i in cols])
+            out[:, cols] = queries.astype(np.float32, copy=False) @ mat.T
+        return out
 
     def search(self, scope: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         rows = (

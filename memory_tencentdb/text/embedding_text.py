@@ -37,6 +37,12 @@ def strip_subject(text: str) -> str:
     return stripped.strip() or text
 
 
+def l0_text(content: str, speaker: str = "") -> str:
+    """An L0 message as it is indexed (keyword and vector): prefixed with its speaker's name when
+    the host gave one, so a question naming a person finds that person's turns."""
+    return f"{speaker}: {content}" if speaker else content
+
+
 def for_embedding(layer: str, text: str) -> str:
     """What to embed for a row of ``layer`` ("l0" messages are embedded as they are)."""
     return strip_subject(text) if layer == "l1" else text

@@ -6,10 +6,11 @@ anything is written; its ``OffloadInputError`` names the field and becomes a 422
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from memory_tencentdb.engine import Engine, resolve_scope
 from memory_tencentdb.gateway import schemas as s
@@ -52,7 +53,7 @@ def offload_router(engine: Engine) -> APIRouter:
     @router.post("/assemble")
     def assemble(body: s.OffloadAssembleBody) -> Any:
         try:
-            return svc.assemble(
+            out = svc.assemble(
                 resolve_scope(body.scope, body.user_id),
                 body.session_key,
                 body.messages,
@@ -62,6 +63,8 @@ def offload_router(engine: Engine) -> APIRouter:
             )
         except OffloadInputError as e:
             return _unprocessable(e)
+        # Plain json.dumps: FastAPI's encoder walks every message again (~3x slower at 300).
+        return Response(json.dumps(out, ensure_ascii=False), media_type="application/json")
 
     @router.post("/read")
     def read(body: s.OffloadReadBody) -> Any:

@@ -91,7 +91,7 @@ def node_ids(text: str, prefix: str) -> list[str]:
     return list(seen)
 
 
-def _max_k(text: str, prefix: str) -> int:
+def max_k(text: str, prefix: str) -> int:
     return max((int(m.group(2)) for m in NODE_ID.finditer(text) if m.group(1) == prefix), default=0)
 
 
@@ -104,10 +104,10 @@ def status_counts(text: str) -> dict[str, int]:
 
 
 def append_node(
-    text: str, prefix: str, step: str, status: str, summary: str, timestamp: str
+    text: str, prefix: str, step: str, status: str, summary: str, timestamp: str, k: int
 ) -> tuple[str, str]:
-    """Add one step (and the edge from the previous one). Answers (new text, node id)."""
-    k = _max_k(text, prefix)
+    """Add step ``k + 1`` (and the edge from step ``k``). Answers (new text, node id); the
+    metadata line is brought up to date by :func:`finish` once the caller is done adding."""
     node = f"{prefix}-N{k + 1}"
     label = (
         f"{escape_label(step, 80)}<br/>status: {status}<br/>summary: {escape_label(summary)}"
@@ -118,12 +118,17 @@ def append_node(
     text += f'    {node}["{label}"]\n'
     if k:
         text += f"    {prefix}-N{k} --> {node}\n"
+    return text, node
+
+
+def finish(text: str, updated: str) -> str:
+    """The metadata line with the update time and the share of steps done."""
     meta = parse_meta(text)
-    meta.updated_time = timestamp
+    meta.updated_time = updated
     counts = status_counts(text)
     total = sum(counts.values()) or 1
     meta.progress = str(round(100 * counts.get("done", 0) / total))
-    return set_meta(text, meta), node
+    return set_meta(text, meta)
 
 
 def set_meta(text: str, meta: Meta) -> str:

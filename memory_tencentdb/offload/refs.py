@@ -58,8 +58,11 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write(refs_dir: Path, result: ToolResult) -> str:
-    """Write and fsync the ref; answer its name relative to the scope dir (``refs/<f>.md``)."""
+def write(refs_dir: Path, result: ToolResult, sync: bool = True) -> str:
+    """Write and fsync the ref; answer its name relative to the scope dir (``refs/<f>.md``).
+
+    ``sync=False``: the caller makes many refs at once and calls ``os.sync()`` before it answers
+    (one flush instead of one per file)."""
     refs_dir.mkdir(parents=True, exist_ok=True)
     data = render(result).encode("utf-8")
     stem = ref_stem(result.timestamp)
@@ -73,10 +76,12 @@ def write(refs_dir: Path, result: ToolResult) -> str:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
-        _fsync_dir(refs_dir)
+        if sync:
+            _fsync_dir(refs_dir)
         return f"refs/{name}"
     raise OSError(f"no free ref name for {stem}")
 

@@ -123,7 +123,13 @@ class OffloadService:
             f'Full result: {guide.TOOL_NAME} {{"tool_call_id": "{row.tool_call_id}"}}{where}'
         )
 
-    def _record(self, sess: Session, result: ToolResult, in_canvas: bool = True) -> OffloadRow:
+    def _record(
+        self,
+        sess: Session,
+        result: ToolResult,
+        in_canvas: bool = True,
+        stub_over: int | None = None,
+    ) -> OffloadRow:
         """Ref first (fsync), then the canvas node, then the row (fsync). Caller holds the lock."""
         found = sess.row(result.tool_call_id)
         if found is not None:
@@ -144,6 +150,8 @@ class OffloadService:
             is_error=result.is_error,
             tokens=tokens,
         )
+        if stub_over is not None and tokens > stub_over:
+            row.offloaded = True  # the host is answered a stub: no rewrite needed for it
         if in_canvas:
             try:
                 row.node_id = self._add_node(sess, row)
@@ -159,7 +167,7 @@ class OffloadService:
         sess = self.session(scope, session_key)
         with sess.lock:
             found = sess.row(result.tool_call_id)
-            row = found or self._record(sess, result)
+            row = found or self._record(sess, result, stub_over=self.cfg.tool_result_keep_tokens)
             self.counts["tool_results"] += found is None
             keep = row.tokens <= self.cfg.tool_result_keep_tokens
             if not keep and row.offloaded is None:
@@ -275,13 +283,27 @@ class OffloadService:
 
     def _add_node(self, sess: Session, row: OffloadRow) -> str:
         name = self._active_canvas(sess, row.tool_call)
+        status = "blocked" if row.is_error else "done"
+        prefix = prefix_of(name)
+        if sess.batch is not None:  # many nodes in one assembly: one write at commit
+            entry = sess.canvases.get(name)
+            if entry is None:
+                if not sess.canvases:
+                    sess.scope.lock.acquire()  # released by commit
+                text = sess.scope.read_canvas(name)
+                entry = sess.canvases[name] = [text, canvas.max_k(text, prefix)]
+            entry[0], node = canvas.append_node(
+                entry[0], prefix, row.tool_call, status, row.summary, row.timestamp, entry[1]
+            )
+            entry[1] += 1
+            return node
         with sess.scope.lock:
             text = sess.scope.read_canvas(name)
-            status = "blocked" if row.is_error else "done"
             text, node = canvas.append_node(
-                text, prefix_of(name), row.tool_call, status, row.summary, row.timestamp
-            )
-            sess.scope.write_canvas(name, text)
+                text, prefix, row.tool_call, status, row.summary, row.timestamp,
+                canvas.max_k(text, prefix),
+            )  # fmt: skip
+            sess.scope.write_canvas(name, canvas.finish(text, row.timestamp))
         return node
 
     # ------------------------------------------------------------------ L3: assemble
@@ -300,11 +322,14 @@ class OffloadService:
         msgs = parse(messages, fmt)  # raises OffloadInputError before anything is written
         sess = self.session(scope, session_key)
         with sess.lock:
+            sess.begin()
             try:
                 out = self._assemble(sess, fmt, msgs, token_budget, prompt, system_tokens)
             except Exception as e:
                 self.last_error["l3"] = f"{type(e).__name__}: {e}"
                 raise
+            finally:
+                sess.commit(self.now())  # refs and rows on disk before the answer (or the error)
         self.counts["assembles"] += 1
         self.last_error["l3"] = None
         out["stats"]["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
@@ -463,7 +488,7 @@ class OffloadService:
             if row.offloaded != "deleted":
                 row.offloaded, changed = "deleted", True
         if changed:
-            sess.flush_rows()
+            sess.dirty = True  # rewritten at commit, after the refs are synced
 
     # ------------------------------------------------------------------ read-back
 

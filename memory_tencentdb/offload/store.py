@@ -23,13 +23,14 @@ from memory_tencentdb.offload.records import OffloadRow, ToolResult, strip_id
 _MMD = re.compile(r"^(\d{3,})-.*\.mmd$")
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, sync: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -75,8 +76,8 @@ class Scope:
     def read_canvas(self, name: str) -> str:
         return (self.layout.mmds / name).read_text("utf-8")
 
-    def write_canvas(self, name: str, text: str) -> None:
-        write_atomic(self.layout.mmds / name, text)
+    def write_canvas(self, name: str, text: str, sync: bool = True) -> None:
+        write_atomic(self.layout.mmds / name, text, sync)
 
     def new_canvas(self, goal: str, created: str) -> str:
         """Create ``NNN-<label>.mmd``; NNN = one past the counter and every file on disk."""
@@ -105,6 +106,11 @@ class Session:
     by_key: dict[str, OffloadRow] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     corrupt: int = 0
+    # While an assembly records many results/messages: rows wait here, refs are unsynced.
+    batch: list[OffloadRow] | None = None
+    dirty: bool = False  # rows changed in a batch: rewrite at commit
+    # Canvases grown in a batch: name -> [text, last k]; the scope lock is held until commit.
+    canvases: dict[str, list[Any]] = field(default_factory=dict)
 
     @property
     def journal_path(self) -> Path:
@@ -132,13 +138,39 @@ class Session:
         return self.by_key.get(strip_id(tool_call_id))
 
     def add(self, row: OffloadRow) -> None:
-        """Append and fsync the row (the ref is already on disk)."""
-        journal.append(self.journal_path, [row])
+        """Append and fsync the row (the ref is already on disk); in a batch, at ``commit``."""
+        if self.batch is not None:
+            self.batch.append(row)
+        else:
+            journal.append(self.journal_path, [row])
         self.rows.append(row)
         self.by_key[strip_id(row.tool_call_id)] = row
+
+    def begin(self) -> None:
+        self.batch = []
+        self.dirty = False
+
+    def commit(self, now: str) -> None:
+        """Make the batch durable: every ref and canvas (one ``os.sync``), then the rows (one
+        fsync, or one rewrite when flags of older rows changed too)."""
+        rows, self.batch = self.batch or [], None
+        if self.canvases:
+            try:
+                for name, (text, _) in self.canvases.items():
+                    self.scope.write_canvas(name, canvas.finish(text, now), sync=False)
+            finally:
+                self.canvases = {}
+                self.scope.lock.release()
+        if rows:
+            os.sync()
+        if self.dirty:
+            self.dirty = False
+            self.flush_rows()
+        elif rows:
+            journal.append(self.journal_path, rows)
 
     def flush_rows(self) -> None:
         self.corrupt += journal.rewrite(self.journal_path, self.rows)
 
     def write_ref(self, result: ToolResult) -> str:
-        return refs.write(self.scope.layout.refs, result)
+        return refs.write(self.scope.layout.refs, result, sync=self.batch is None)

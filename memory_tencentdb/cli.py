@@ -4,6 +4,10 @@
     memory-tencentdb status [--json]               ask a running gateway how it is
     memory-tencentdb search QUERY [--scope S] [--conversations] [--limit N]
     memory-tencentdb reindex                       rebuild memory.db from the JSONL files
+    memory-tencentdb --version
+
+Client commands (status, search, ...) take --host/--port of the gateway and --data-dir, whose
+gateway.key they send (default: the configured data directory).
 
 Configuration comes from the environment (``TDAI_*`` / ``MEMORY_TENCENTDB_*``) and
 ``tdai-gateway.yaml``; see the README. A bad setting stops ``serve`` with a message naming it.
@@ -25,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memory_tencentdb import __version__
 from memory_tencentdb.config import ConfigError, load_settings, redacted, tzinfo
 from memory_tencentdb.ownership import (
     LOCKED_EXIT_CODE,
@@ -48,6 +53,8 @@ def _setup_logging(verbose: bool = False) -> None:
 
 def _settings(args: argparse.Namespace) -> Any:
     env = dict(os.environ)
+    if getattr(args, "data_dir", None):
+        env["TDAI_DATA_DIR"] = str(Path(args.data_dir).expanduser().resolve())
     if getattr(args, "host", None):
         env["TDAI_GATEWAY_HOST"] = args.host
     if getattr(args, "port", None):
@@ -68,6 +75,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     lock = _lock_or_none(settings, "gateway", host=settings.server.host, port=settings.server.port)
     if lock is None:
         return LOCKED_EXIT_CODE
+    sock = _listen_socket(settings.server.host, settings.server.port)
+    if sock is None:
+        lock.release()
+        return PORT_IN_USE_EXIT_CODE
     log.info("data directory: %s", settings.data_dir)
     if settings.config_file:
         log.info("config file: %s", settings.config_file)
@@ -91,10 +102,58 @@ def cmd_serve(args: argparse.Namespace) -> int:
     lifecycle.bind(server)
     log.info("listening on http://%s:%d", settings.server.host, settings.server.port)
     try:
-        server.run()
+        server.run(sockets=[sock])  # bound above: "listening" is true when it is logged
     finally:
         lock.release()
     return 0 if server.started else 1
+
+
+# ``serve`` exit codes besides 0/1: 2 bad configuration, 3 data directory locked, 4 port taken.
+PORT_IN_USE_EXIT_CODE = 4
+
+
+def _listen_socket(host: str, port: int) -> Any:
+    """Bind the port before anything claims to listen on it; None (said on stderr) if taken."""
+    import socket
+
+    # The same socket uvicorn would make (IPv6 only for an IPv6 literal), bound by us.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        import errno
+
+        why = "already in use" if e.errno == errno.EADDRINUSE else (e.strerror or str(e))
+        print(
+            f"memory-tencentdb serve: cannot listen on {host}:{port}: address {why}."
+            f" Is a gateway already running there? (`memory-tencentdb status --port {port}`)"
+            " Or choose another port with --port / TDAI_GATEWAY_PORT.",
+            file=sys.stderr,
+        )
+        return None
+    sock.set_inheritable(True)
+    return sock
+
+
+def add_gateway_options(p: argparse.ArgumentParser) -> None:
+    """Where a client command finds its gateway: address, port and the data directory whose
+    ``gateway.key`` it sends (each defaults to the configuration)."""
+    p.add_argument("--host", help="gateway address (default: server.host, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="gateway port (default: server.port, 8420)")
+    p.add_argument(
+        "--data-dir", help="the gateway's data directory (its gateway.key is sent as the key)"
+    )
+
+
+SCOPE_HELP = (
+    "which memories: the scope a host writes to. Hermes: hermes:<profile> (hermes:default for"
+    " ~/.hermes), hermes:<profile>@<8 hex> for another HERMES_HOME; OpenClaw: the agent id"
+    " (main) for ~/.openclaw, <agent>@<8 hex> for another state directory; direct HTTP callers:"
+    " their scope or user_id, else default. `memory-tencentdb scopes` lists them all."
+    " Default: %(default)s"
+)
 
 
 def _lock_or_none(settings: Any, command: str, **info: Any) -> DataDirLock | None:
@@ -232,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"memory-tencentdb {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the gateway")
     p.add_argument("--host", help="address to bind (default 127.0.0.1)")
@@ -245,13 +305,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_serve)
     p = sub.add_parser("status", help="health of a running gateway")
     p.add_argument("--json", action="store_true")
+    add_gateway_options(p)
     p.set_defaults(fn=cmd_status)
     p = sub.add_parser("search", help="search memories (or conversations) of a running gateway")
     p.add_argument("query")
-    p.add_argument("--scope", default="default")
+    p.add_argument("--scope", default="default", help=SCOPE_HELP)
     p.add_argument("--limit", type=int, default=5)
     p.add_argument("--conversations", action="store_true", help="search raw messages (L0)")
     p.add_argument("--json", action="store_true")
+    add_gateway_options(p)
     p.set_defaults(fn=cmd_search)
     p = sub.add_parser("reindex", help="rebuild memory.db from the JSONL files (gateway stopped)")
     p.set_defaults(fn=cmd_reindex)
@@ -263,7 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     os.umask(0o077)  # memory.db, its WAL, persona, scenes, journals: the owner's only
     _setup_logging(args.verbose)
     try:
-        return args.fn(args)
+        code = args.fn(args)
+        sys.stdout.flush()  # a closed pipe (`search ... | head`) shows up here, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader went away: what it wanted was printed. Point stdout at /dev/null so the
+        # interpreter's own flush at exit does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ConfigError as e:
         print(f"memory-tencentdb: configuration error: {e}", file=sys.stderr)
         return 2

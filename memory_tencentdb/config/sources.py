@@ -195,6 +195,7 @@ def _resolve(text: str, env: Mapping[str, str], base: Path) -> Path:
 def read_config_file(path: Path, env: Mapping[str, str]) -> Layer:
     """Parse, interpolate ``${VAR}`` and map keys to field names; unknown keys are warnings."""
     data = _parse(path)
+    _check_gateway_key_reference(data, env, path)
     data = interpolate(data, env)
     layer = Layer()
     origin = str(path)
@@ -320,6 +321,25 @@ def interpolate(value: Any, env: Mapping[str, str]) -> Any:
     if isinstance(value, str) and "${" in value:
         return _VAR.sub(lambda m: _substitute(m, env), value)
     return value
+
+
+def _check_gateway_key_reference(data: Any, env: Mapping[str, str], path: Path) -> None:
+    """``server.apiKey: ${VAR}`` with VAR unset is an error, not "no key": the gateway would
+    silently run with another key (or none) than the one its clients were given. A fallback
+    written out (``${VAR:-}``, ``${VAR-...}``) is an explicit choice and stays allowed."""
+    server = data.get("server") if isinstance(data, dict) else None
+    if not isinstance(server, dict):
+        return
+    for key, value in server.items():
+        if str(key).replace("_", "").lower() != "apikey" or not isinstance(value, str):
+            continue
+        for m in _VAR.finditer(value):
+            escaped, name, operator, _ = m.groups()
+            if not escaped and operator is None and env_value(env, name) is None:
+                raise ConfigError(
+                    f"{path}: server.{key} is {m.group(0)} but {name} is not set; set it, or"
+                    f" write ${{{name}:-}} to use the data directory's own gateway.key instead"
+                )
 
 
 def _substitute(match: re.Match[str], env: Mapping[str, str]) -> str:

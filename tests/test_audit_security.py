@@ -198,3 +198,53 @@ def test_a_500_keeps_the_pooled_connection(start_gateway, scope: str):
         finally:
             shutil.rmtree(day)
             aside.rename(day)
+
+
+def test_offload_reads_stay_in_the_callers_scope(start_gateway, scope: str):
+    """Another scope's offloaded tool result cannot be read by id, by its ref or by a path."""
+    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    other = scope + "-other"
+    secret = "机密 secret build log: token=abc123 " * 40
+    with gw.client() as c:
+        mine = c.post(
+            "/offload/tool-result",
+            json={
+                "session_key": "s",
+                "scope": scope,
+                "tool_call_id": "call_secret",
+                "tool_name": "bash",
+                "arguments": {"cmd": "make"},
+                "result": secret,
+            },
+        )
+        assert mine.status_code == 200, mine.text
+        theirs = c.post(
+            "/offload/tool-result",
+            json={
+                "session_key": "s",
+                "scope": other,
+                "tool_call_id": "call_other",
+                "tool_name": "bash",
+                "arguments": {},
+                "result": "other output " * 40,
+            },
+        )
+        assert theirs.status_code == 200, theirs.text
+        ref, ref_path = mine.json()["ref"], mine.json()["ref_path"]
+        other_root = Path(theirs.json()["ref_path"]).parent.parent
+        attempts = [
+            {"tool_call_id": "call_secret"},
+            {"result_ref": ref},
+            {"result_ref": ref_path},
+            {"result_ref": os.path.relpath(ref_path, other_root)},
+            {"result_ref": "refs/" + os.path.relpath(ref_path, other_root / "refs")},
+        ]
+        for key in attempts:
+            r = c.post("/offload/read", json={"session_key": "s", "scope": other, **key})
+            assert r.status_code == 404, (key, r.status_code, r.text[:200])
+            assert "abc123" not in r.text
+        ok = c.post(
+            "/offload/read",
+            json={"session_key": "s", "scope": scope, "tool_call_id": "call_secret"},
+        )
+        assert ok.status_code == 200 and "abc123" in ok.text

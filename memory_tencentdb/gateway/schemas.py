@@ -153,12 +153,12 @@ class CaptureBody(Scoped):
         return turn
 
 
-ToolName = Annotated[str, StringConstraints(pattern=TOOL_NAME)] | None
+HostToolName = Annotated[str, StringConstraints(pattern=TOOL_NAME)] | None
 
 
 class ToolNames(Body):
-    memory_search: ToolName = None
-    conversation_search: ToolName = None
+    memory_search: HostToolName = None
+    conversation_search: HostToolName = None
 
 
 class RecallBody(Scoped):

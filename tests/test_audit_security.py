@@ -63,9 +63,22 @@ def test_data_files_are_private_including_old_ones(start_gateway, tmp_path: Path
             ).status_code
             == 201
         )
+        offloaded = c.post(  # offload files (refs, journal) too
+            "/offload/tool-result",
+            json={
+                "session_key": "s",
+                "scope": scope,
+                "tool_call_id": "c1",
+                "tool_name": "bash",
+                "arguments": {},
+                "result": "build output " * 200,
+            },
+        )
+        assert offloaded.status_code == 200, offloaded.text
     modes = _modes(data)
     assert "memory.db" in modes and any(k.startswith("conversations/") for k in modes)
     assert any(k.endswith("-wal") for k in modes), modes  # the WAL is there while running
+    assert any("refs/" in k for k in modes), modes  # the offloaded result's file
     assert stat.S_IMODE(data.stat().st_mode) == 0o700
     loose = {}
     for rel, mode in modes.items():

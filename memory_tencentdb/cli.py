@@ -317,6 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_search)
     p = sub.add_parser("reindex", help="rebuild memory.db from the JSONL files (gateway stopped)")
     p.set_defaults(fn=cmd_reindex)
+    from memory_tencentdb.cli_operations import add_commands
+
+    add_commands(sub)  # memories, scopes, persona, scenes, export, import, purge
     return parser
 
 

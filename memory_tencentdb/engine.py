@@ -23,7 +23,7 @@ from memory_tencentdb.config import Settings, tzinfo
 from memory_tencentdb.offload import OffloadService
 from memory_tencentdb.pipeline import Pipeline
 from memory_tencentdb.store.db import Store
-from memory_tencentdb.text import tokenize
+from memory_tencentdb.text import redact, tokenize
 from memory_tencentdb.vectorizer import Vectorizer
 
 log = logging.getLogger("memory_tencentdb.engine")
@@ -52,6 +52,8 @@ class Engine:
         self.started = time.time()
         self.instance = secrets.token_hex(8)  # new each process start: adapters spot a restart
         self.data_dir = Path(settings.data_dir).resolve()
+        redaction = settings.memory.redaction
+        redact.configure(redaction.enabled, redaction.patterns)  # before anything is written
         self.store = Store(Path(settings.data_dir), self.tz)
         self.auth = ownership.gateway_auth(settings.server, self.data_dir)
         self.backends = index_backends()
@@ -323,6 +325,7 @@ class Engine:
                 "l1_memories": self.store.count("l1_memories"),
             },
             "capture": {"errors": self.capture_errors},
+            "redaction": redact.stats(),
             "pipeline": self.pipeline.status() if self.pipeline is not None else None,
             "offload": self.offload.status(),
             "degraded": degraded,

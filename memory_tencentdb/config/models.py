@@ -403,6 +403,32 @@ class OffloadSettings(Block):
         return self
 
 
+class RedactionSettings(Block):
+    """Secrets replaced by a marker before anything is written (``text/redact.py``)."""
+
+    enabled: bool = True
+    # Extra regular expressions whose matches are redacted too (kind "custom").
+    patterns: StrList = Field(default_factory=list)
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {pattern!r} ({exc})") from None
+        return value
+
+
+class RetentionSettings(Block):
+    """How long raw conversation lines (L0) are kept; 0 = for ever. A message a memory still
+    cites as its evidence is kept whatever its age."""
+
+    l0_days: NonNegativeInt = 0
+    interval_minutes: PositiveInt = 360  # how often the retention pass runs
+
+
 class MemorySettings(Block):
     """The ``memory:`` block: the engine's own settings."""
 
@@ -419,6 +445,8 @@ class MemorySettings(Block):
     report: ReportSettings = Field(default_factory=ReportSettings)
     llm: MemoryLLMSettings = Field(default_factory=MemoryLLMSettings)
     offload: OffloadSettings = Field(default_factory=OffloadSettings)
+    redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
 
     @field_validator("timezone")
     @classmethod

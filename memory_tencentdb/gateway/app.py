@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memory_tencentdb import __version__
 from memory_tencentdb.engine import Engine, resolve_scope
+from memory_tencentdb.gateway import operations_routes
 from memory_tencentdb.gateway import schemas as s
 from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody
 from memory_tencentdb.gateway.offload_routes import offload_router
@@ -141,6 +142,10 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
             wait=body.wait,
         )
         return {"flushed": done}
+
+    # GET /memories (paged), PATCH/DELETE /memories/{id}, /memories/forget, /scopes, /persona,
+    # /scenes. Registered first: the operations' GET /memories answers the list.
+    operations_routes.register(app, engine)
 
     @app.post("/memories", status_code=201)
     def create_memory(body: s.MemoryBody) -> dict[str, Any]:

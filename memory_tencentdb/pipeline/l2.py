@@ -70,6 +70,8 @@ class L2Runner:
         result = L2Result()
         if self.recover(scope):
             result.batches += 1
+        if self._rebuild_if_asked(scope):
+            result.batches += 1
         for _ in range(max_batches):
             st = state.get_scope(self.store, scope)
             memories = state.pending_l1_memories(self.store, scope, st["l2_cursor"], BATCH)
@@ -108,6 +110,33 @@ class L2Runner:
             if request:
                 result.persona_request = request
         return result
+
+    def _rebuild_if_asked(self, scope: str) -> bool:
+        """Memories were forgotten: back the scenes up, clear them and refold every memory left,
+        so no scene keeps what the user asked to forget (the persona follows in L3)."""
+        ss = self.scene_store(scope)
+        marker = layout.rebuild_marker(ss.root)
+        if not marker.exists():
+            return False
+        st = state.get_scope(self.store, scope)
+        ss.backup(st["l2_cursor"])
+        if ss.dir.is_dir():
+            for path in ss.dir.glob("*.md"):
+                path.unlink()
+        ss.sync_index()
+        left = state.count_pending_l1(self.store, scope, 0)
+        if not left:  # nothing left to describe: no persona either
+            layout.persona_file(ss.root).unlink(missing_ok=True)
+        state.update_scope(
+            self.store,
+            scope,
+            l2_cursor=0,
+            l2_cursor_id="",
+            persona_request="memories forgotten" if left else "",
+        )
+        marker.unlink(missing_ok=True)
+        log.info("L2 for scope %s: rebuilding scenes after memories were forgotten", scope)
+        return True
 
     def _complete(self, scope: str, plan: dict[str, Any]) -> None:
         from memory_tencentdb.pipeline.persona import refresh_navigation

@@ -42,3 +42,9 @@ def scene_backup_dir(root: Path) -> Path:
 
 def persona_backup_dir(root: Path) -> Path:
     return root / ".backup" / "persona"
+
+
+def rebuild_marker(root: Path) -> Path:
+    """Present when memories of the scope were forgotten: the next L2 run refolds its scenes
+    from the memories that are left (and L3 then rewrites the persona)."""
+    return root / ".metadata" / "rebuild_scenes"

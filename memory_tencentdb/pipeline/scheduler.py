@@ -333,6 +333,11 @@ class Pipeline:
                 if s.runs_done >= target and not s.last_ok:
                     return False
 
+    def scenes_stale(self, scope: str) -> None:
+        """Memories of ``scope`` were forgotten or corrected: run L2 (then L3) for it soon."""
+        with self._cv:
+            self._l2_after_l1(self._scope(scope))
+
     def _has_pending(self, scope: str, key: str) -> bool:
         st = state.get_session(self.store, scope, key)
         if st["plan"]:

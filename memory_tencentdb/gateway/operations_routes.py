@@ -1,0 +1,130 @@
+"""HTTP routes of the operations: list and read, correct, forget (by id or query), scopes,
+persona and scenes. Thin over ``memory_tencentdb.operations``; errors follow the gateway's rule
+(4xx with ``{"error": ...}`` naming what is wrong, nothing written before it)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import FastAPI, Query
+from fastapi.responses import JSONResponse
+from pydantic import Field, StringConstraints
+
+from memory_tencentdb.engine import Engine, resolve_scope
+from memory_tencentdb.gateway.schemas import QueryText, Scoped
+from memory_tencentdb.operations import browse, forget
+from memory_tencentdb.operations.browse import BadRequest, NotFound
+
+
+class MemoryPatchBody(Scoped):
+    content: (
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=20000)]
+        | None
+    ) = None
+    type: Literal["persona", "episodic", "instruction"] | None = None
+    priority: int | None = Field(None, ge=-1, le=100)
+
+
+class ForgetBody(Scoped):
+    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+    limit: int = Field(10, ge=1, le=100)
+    dry_run: bool = True
+
+
+def _error(e: Exception) -> JSONResponse:
+    code = 404 if isinstance(e, NotFound) else 422
+    return JSONResponse({"error": str(e).strip("'\"")}, status_code=code)
+
+
+def register(app: FastAPI, engine: Engine) -> None:
+    def stale(scope: str) -> None:
+        if engine.pipeline is not None:
+            engine.pipeline.scenes_stale(scope)
+
+    @app.get("/memories")
+    def list_memories(
+        scope: QueryText = None,
+        user_id: QueryText = None,
+        type: QueryText = None,
+        status: Annotated[str, Query(max_length=20)] = "active",
+        since: QueryText = None,
+        session_key: QueryText = None,
+        history: bool = False,
+        limit: Annotated[int, Query(ge=1, le=browse.MAX_PAGE)] = 200,
+        cursor: QueryText = None,
+    ) -> Any:
+        """A scope's memories, newest first, a page at a time (``next_cursor``); ``history=true``
+        adds the superseded versions, ``status=deleted`` lists what was forgotten."""
+        try:
+            return browse.list_memories(
+                engine.store,
+                resolve_scope(scope, user_id),
+                type_=type or None,
+                status="history" if history and status == "active" else status,
+                since=since,
+                session_key=session_key or None,
+                limit=limit,
+                cursor=cursor,
+            )
+        except BadRequest as e:
+            return _error(e)
+
+    @app.get("/scopes")
+    def scopes() -> dict[str, Any]:
+        return {"scopes": browse.scopes(engine.store, engine.data_dir)}
+
+    @app.get("/persona")
+    def persona(scope: QueryText = None, user_id: QueryText = None) -> dict[str, Any]:
+        return browse.persona(engine.data_dir, resolve_scope(scope, user_id))
+
+    @app.get("/scenes")
+    def scenes(scope: QueryText = None, user_id: QueryText = None) -> dict[str, Any]:
+        return browse.scenes(engine.data_dir, resolve_scope(scope, user_id))
+
+    @app.patch("/memories/{memory_id}")
+    def patch_memory(memory_id: str, body: MemoryPatchBody) -> Any:
+        scope = resolve_scope(body.scope, body.user_id)
+        try:
+            updated = forget.correct(
+                engine.store,
+                engine.vectorizer,
+                memory_id,
+                scope,
+                content=body.content,
+                type_=body.type,
+                priority=body.priority,
+            )
+        except (BadRequest, NotFound) as e:
+            return _error(e)
+        if body.content is not None:
+            stale(scope)
+        return updated
+
+    @app.delete("/memories/{memory_id}")
+    def delete_memory(memory_id: str, scope: QueryText = None, user_id: QueryText = None) -> Any:
+        scope_ = resolve_scope(scope, user_id)
+        try:
+            removed = forget.delete(engine.store, [memory_id], scope_, reason="delete")
+        except NotFound as e:
+            return _error(e)
+        stale(scope_)
+        return {"deleted": removed}
+
+    @app.post("/memories/forget")
+    def forget_by_query(body: ForgetBody) -> Any:
+        scope = resolve_scope(body.scope, body.user_id)
+        try:
+            result = forget.forget_query(
+                engine.store,
+                engine.vectorizer,
+                body.query,
+                scope,
+                engine.settings.memory.recall.strategy,
+                limit=body.limit,
+                dry_run=body.dry_run,
+            )
+        except BadRequest as e:
+            return _error(e)
+        if result["forgotten"]:
+            stale(scope)
+        return result

@@ -103,6 +103,9 @@ class Ownership:
         self._lock = threading.Lock()
         self._served_dir: str | None = None  # the directory whose key we send
         self._last_foreign = ""
+        # (instance, token, reason) of a gateway process that answered 401 to that token: it
+        # stays "not ours" until it restarts or our key changes, so no re-probe sends it a turn.
+        self._rejected: tuple[str, str, str] | None = None
 
     def token(self) -> str:
         """The configured key, else the key file of the directory the gateway serves."""
@@ -123,6 +126,9 @@ class Ownership:
             data_dir=str(served) if served else None,
             instance=str(health.get("instance") or "") or None,
         )
+        rejected = self._rejected
+        if rejected is not None and rejected[0] == verdict.instance and rejected[1] == self.token():
+            return Verdict(False, rejected[2], pid=pid, data_dir=verdict.data_dir)
         other_dir = self.check_dir and served and real(served) != real(self.expected_dir)
         if other_dir and (pid is None or pid not in self.started_pids()):
             return Verdict(
@@ -142,12 +148,14 @@ class Ownership:
         """The gateway answered 401 to our key: not ours, whatever it serves."""
         served = (health or {}).get("data_dir") or "an unknown data directory"
         source = "the configured key" if self.api_key else f"the key in {self.expected_dir}"
-        return Verdict(
-            False,
+        reason = (
             f"the gateway at {self.base_url} rejects {source} (it serves {served},"
-            f" we expected {self.expected_dir})",
-            data_dir=(health or {}).get("data_dir"),
+            f" we expected {self.expected_dir})"
         )
+        instance = str((health or {}).get("instance") or "") or None
+        if instance:
+            self._rejected = (instance, self.token(), reason)
+        return Verdict(False, reason, data_dir=(health or {}).get("data_dir"), instance=instance)
 
     def note(self, verdict: Verdict) -> None:
         """Log a change to "not ours" once (and the way back), never per request."""

@@ -57,12 +57,14 @@ log = logging.getLogger("hermes_memory_tencentdb")
 PROVIDER_NAME = "memory_tencentdb"
 MEMORY_SEARCH = "memory_tencentdb_memory_search"
 CONVERSATION_SEARCH = "memory_tencentdb_conversation_search"
+FORGET = "memory_tencentdb_forget"
 TOOL_TIMEOUT_S = 10.0
-RECALL_RESERVE_S = 0.8  # of a turn's budget, kept for the recall itself after waiting
+RECALL_RESERVE_S = 0.5  # of a turn's budget, kept for the recall itself after waiting
 MAX_QUERY_CHARS = 4000
 SHUTDOWN_START_WAIT_S = 4.0  # only when this process is launching the gateway right now
 SHUTDOWN_DRAIN_S = 2.0  # then what is unsent stays on disk for the next session
 WRITE_TIMEOUT_S = 10.0
+START_WAIT_PER_WRITE_S = 5.0
 REPLAY_MAX_AGE_S = 60.0
 STABLE_QUERY = "who is the user: profile, preferences, standing instructions, ongoing work"
 MEMORY_TYPES = ("persona", "episodic", "instruction")
@@ -73,7 +75,8 @@ GUIDE = (
     "memory-context block next to the user's message: use them as background knowledge, and prefer "
     "what the user says now when the two disagree. To look further back, call "
     f"`{MEMORY_SEARCH}` (facts, preferences, instructions) or `{CONVERSATION_SEARCH}` "
-    "(earlier messages, verbatim)."
+    "(earlier messages, verbatim). When the user asks you to forget something, call "
+    f"`{FORGET}` and tell them what it removed."
 )
 
 
@@ -130,7 +133,35 @@ def _tool_schemas() -> list[dict[str, Any]]:
                 "required": ["query"],
             },
         },
+        {
+            "name": FORGET,
+            "description": (
+                'Forget long-term memories when the user asks ("forget that I said ...", '
+                '"忘掉我说过的..."). Removes the memories that contain what `query` names and '
+                "answers what it removed (`forgotten`, `matched`) and close memories it kept "
+                "(`candidates`, with ids): call again with `ids` to remove one of those."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to forget, in few words."},
+                    "ids": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "Memory ids to forget (from an earlier answer).",
+                    },
+                },
+            },
+        },
     ]
+
+
+def _deliver(gw: Gateway, path: str, body: dict[str, Any]) -> Any:
+    """One write (on our worker thread): a gateway being started gets a moment to answer
+    first, rather than a burst of refused connections opening the breaker."""
+    if gw.supervisor.state == STARTING:
+        gw.supervisor.wait_until_settled(START_WAIT_PER_WRITE_S)
+    return gw.client.post(path, body, WRITE_TIMEOUT_S)
 
 
 def _attach_log_file(settings: Settings) -> None:
@@ -256,7 +287,7 @@ class MemoryTencentdbProvider(MemoryProvider):
             worker.submit(
                 Job(
                     entry.kind,
-                    lambda e=entry: gw.client.post(e.path, e.body, WRITE_TIMEOUT_S),
+                    lambda e=entry: _deliver(gw, e.path, e.body),
                     REPLAY_MAX_AGE_S,
                     entry=entry,
                 )
@@ -345,6 +376,12 @@ class MemoryTencentdbProvider(MemoryProvider):
         deadline = t0 + max(budget, gw.settings.recall_budget_s)
         if not self._ready_within(gw, deadline - RECALL_RESERVE_S):
             return ""
+        if starting and sup.state == UP:
+            log.info(
+                "memory_tencentdb: recall waited %.1f s for the gateway to start (ready: %s)",
+                time.monotonic() - t0,
+                sup.ready,
+            )
         remaining = deadline - time.monotonic()
         if remaining < 0.05:
             return ""
@@ -415,8 +452,7 @@ class MemoryTencentdbProvider(MemoryProvider):
         if worker is None or self._closed:
             return
         entry = spool.put(kind, path, body) if spool is not None else None
-        timeout = WRITE_TIMEOUT_S
-        job = Job(kind, lambda: gw.client.post(path, body, timeout), max_age_s, entry=entry)
+        job = Job(kind, lambda: _deliver(gw, path, body), max_age_s, entry=entry)
         if not worker.submit(job) and entry is not None:
             log.info("memory_tencentdb: %s kept on disk for the next session", kind)
 
@@ -580,6 +616,8 @@ class MemoryTencentdbProvider(MemoryProvider):
         if gw is None or self._closed:
             return json.dumps({"error": "memory_tencentdb is not initialised"})
         args = args if isinstance(args, dict) else {}
+        if tool_name == FORGET:
+            return self._forget(gw, args)
         query = str(args.get("query") or "").strip()
         if not query:
             return json.dumps({"error": "query is required"})
@@ -615,6 +653,29 @@ class MemoryTencentdbProvider(MemoryProvider):
             )
         except GatewayRejected as exc:
             return json.dumps({"error": f"memory search rejected: {exc}"})
+        return json.dumps(out, ensure_ascii=False)
+
+    def _forget(self, gw: Gateway, args: dict[str, Any]) -> str:
+        """``memory_tencentdb_forget`` → ``POST /memories/forget`` (not a dry run: the user asked)."""
+        query = str(args.get("query") or "").strip()[:MAX_QUERY_CHARS]
+        ids = [str(i) for i in args.get("ids") or [] if str(i).strip()][:100]
+        if not query and not ids:
+            return json.dumps({"error": "give query (what to forget) or ids"})
+        body: dict[str, Any] = {"scope": self._scope, "dry_run": False}
+        body.update({"ids": ids} if ids else {"query": query})
+        if self._user_id:
+            body["user_id"] = self._user_id
+        try:
+            out = gw.client.post("/memories/forget", body, TOOL_TIMEOUT_S)
+        except GatewayUnavailable:
+            gw.supervisor.notice_failure()
+            return json.dumps(
+                {"error": "long-term memory is unavailable right now; nothing removed"}
+            )
+        except GatewayRejected as exc:
+            return json.dumps({"error": f"forget rejected: {exc}"})
+        except Exception as exc:  # noqa: BLE001 - a tool never throws into Hermes
+            return json.dumps({"error": f"long-term memory unavailable ({exc}); nothing removed"})
         return json.dumps(out, ensure_ascii=False)
 
     # -- setup -------------------------------------------------------------------------------

@@ -99,7 +99,8 @@ def run(
         label = str(field.get("description", key))
         if field.get("choices"):
             label += f" ({'/'.join(field['choices'])})"
-        default = "" if secret else str(current.get(key, field.get("default", "")))
+        value = current.get(key, field.get("default", ""))
+        default = "" if secret else (str(value).lower() if isinstance(value, bool) else str(value))
         for attempt in range(MAX_ATTEMPTS):
             raw = _ask(label, default, secret, stdin, stdout)
             if raw is None:  # end of input: keep what we have

@@ -163,7 +163,8 @@ class OrderedWorker:
                     self.on_unavailable()
                 if self._closing or time.monotonic() - job.created > job.max_age_s:
                     self.failed += 1
-                    log.info("memory_tencentdb: %s not delivered: %s", job.kind, exc)
+                    where = "kept on disk for the next session" if job.kept else "lost"
+                    log.info("memory_tencentdb: %s not delivered (%s); %s", job.kind, exc, where)
                     self._left(job, "gateway unavailable")
                     return
             except Exception:

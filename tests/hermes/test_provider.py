@@ -321,3 +321,73 @@ def test_a_hermes_that_exits_without_shutdown_still_leaves_no_gateway(env):
     assert report["up"] and report["owned"], r.stdout + r.stderr
     assert wait_dead(report["owned"], 10)
     assert not answers(env.url)
+
+
+def test_a_gateway_that_rejects_our_key_gets_no_turns_and_memory_pauses(env, monkeypatch, caplog):
+    # A gateway with its own configured key on our port; ours is another key (a configured
+    # key identifies a gateway without a data-directory check, so only the 401 tells).
+    from tests.support.gateway import GatewayProcess
+
+    gw = GatewayProcess(
+        env.home.parent / "foreign",
+        env={"TDAI_GATEWAY_API_KEY": "their-key", "TDAI_EMBEDDING_PROVIDER": "none"},
+        port=env.port,
+    ).start()
+    monkeypatch.setenv("MEMORY_TENCENTDB_GATEWAY_API_KEY", "our-key")
+    monkeypatch.delenv("TDAI_DATA_DIR")  # no data directory configured, only the key
+    monkeypatch.setenv("MEMORY_TENCENTDB_ROOT", str(env.home.parent / "root"))
+    p = MemoryTencentdbProvider()
+    p.initialize("sess-401", hermes_home=str(env.home))
+    try:
+        assert p.prefetch("what is my wifi password?") == ""
+        p.sync_turn("my wifi password is hunter2", "noted")
+        out = json.loads(p.handle_tool_call(MEMORY_SEARCH, {"query": "wifi"}))
+        assert "paused" in out["error"], out
+        p.on_turn_start(2, "again")  # a re-check must not send it anything either
+        assert p.prefetch("and now?") == ""
+        assert p._worker is not None
+        p._worker.flush(3)
+    finally:
+        p.shutdown()
+    with gw.client() as c:
+        counts = c.get("/health").json()["counts"]
+    gw.stop()
+    assert counts == {"l0_messages": 0, "l1_memories": 0}
+    warnings = [r.getMessage() for r in caplog.records if "not our gateway" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # said once, with what we expected
+    assert "rejects the configured key" in warnings[0] and "foreign" in warnings[0]
+    # The turn is kept on disk for our own gateway, not dropped.
+    assert list((env.home / "memory_tencentdb" / "spool").glob("*.json"))
+
+
+def test_a_new_session_cancels_the_drain_of_our_gateway(env, monkeypatch):
+    from tests.support.fake_llm import FakeLLM
+
+    with FakeLLM() as slow:
+        # The gateway's L1 extraction waits on a slow LLM: its drain has work to finish.
+        slow.push({"delay": 5, "content": "[]"})
+        monkeypatch.setenv("TDAI_LLM_BASE_URL", slow.base_url)
+        monkeypatch.setenv("TDAI_LLM_API_KEY", "sk-fake")
+        monkeypatch.setenv("TDAI_LLM_MODEL", "fake-model")
+        p1 = started(MemoryTencentdbProvider(), "sess-drain-1", env.home)
+        pid = p1._gw.supervisor.owned_pid
+        p1.sync_turn("I always take the night train to Vienna", "noted")
+        p1.on_session_end([])
+        assert p1._worker is not None and p1._worker.flush(10)
+        t0 = time.perf_counter()
+        p1.shutdown()
+        assert time.perf_counter() - t0 < 3  # asked to drain, not waited for
+        with httpx.Client(timeout=5) as c:
+            assert c.get(env.url + "/health").json()["draining"] is True
+        # The same process again (a new Hermes session): the draining gateway is kept.
+        p2 = started(MemoryTencentdbProvider(), "sess-drain-2", env.home)
+        try:
+            assert p2._gw.supervisor.detail == "already running"
+            with httpx.Client(timeout=5) as c:
+                health = c.get(env.url + "/health").json()
+            assert health["draining"] is False and health["pid"] == pid
+            time.sleep(1.0)
+            assert answers(env.url)
+        finally:
+            p2.shutdown()
+        assert wait_dead(pid, 40), "the last session out must still stop it"

@@ -26,7 +26,15 @@ class MemoryPatchBody(Scoped):
 
 
 class ForgetBody(Scoped):
-    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+    """What to forget: the memories a ``query`` names, or these ``ids`` (one of the two)."""
+
+    query: (
+        Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+        | None
+    ) = None
+    ids: list[Annotated[str, StringConstraints(min_length=1, max_length=512)]] | None = Field(
+        None, max_length=100
+    )
     limit: int = Field(10, ge=1, le=100)
     dry_run: bool = True
 
@@ -113,6 +121,26 @@ def register(app: FastAPI, engine: Engine) -> None:
     @app.post("/memories/forget")
     def forget_by_query(body: ForgetBody) -> Any:
         scope = resolve_scope(body.scope, body.user_id)
+        if bool(body.query) == bool(body.ids):
+            return JSONResponse(
+                {"error": "give either query (what to forget) or ids, not both"}, status_code=422
+            )
+        if body.ids:
+            try:
+                found = forget.preview(engine.store, body.ids, scope)
+                if not body.dry_run:
+                    forget.delete(engine.store, body.ids, scope, reason="delete")
+                    stale(scope)
+            except NotFound as e:
+                return _error(e)
+            return {
+                "query": None,
+                "scope": scope,
+                "dry_run": body.dry_run,
+                "matched": found,
+                "forgotten": [] if body.dry_run else [m["id"] for m in found],
+                "candidates": [],
+            }
         try:
             result = forget.forget_query(
                 engine.store,

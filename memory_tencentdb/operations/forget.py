@@ -123,6 +123,15 @@ def delete(store: Store, memory_ids: list[str], scope: str, reason: str) -> list
     ]
 
 
+def preview(store: Store, memory_ids: list[str], scope: str) -> list[dict[str, Any]]:
+    """The active memories of ``scope`` these ids name (NotFound for any other id)."""
+    rows = {r["id"]: r for r in admin.l1_by_ids(store, memory_ids)}
+    for m in memory_ids:
+        if m not in rows or rows[m]["scope"] != scope or rows[m]["status"] == "deleted":
+            raise NotFound(f"No memory with id {m!r}")
+    return [{"id": m, "content": rows[m]["content"], "type": rows[m]["type"]} for m in memory_ids]
+
+
 def forget_query(
     store: Store,
     vectorizer: Vectorizer,

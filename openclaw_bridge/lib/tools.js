@@ -8,6 +8,7 @@ import { agentIdOf } from "./turns.js";
 export const TOOL_NAMES = Object.freeze({
   memories: "memory_tencentdb_memory_search",
   conversations: "memory_tencentdb_conversation_search",
+  forget: "memory_tencentdb_forget",
 });
 
 const LIMIT_DEFAULT = 5;
@@ -47,7 +48,60 @@ const SPECS = [
 
 /** [{ name, factory }] for api.registerTool(factory, { name }). */
 export function createTools({ config, link, warn, scopeOf = (agentId) => agentId }) {
-  return SPECS.map((spec) => ({ name: spec.name, factory: (toolCtx) => buildTool(spec, toolCtx, config, link, warn, scopeOf) }));
+  return [
+    ...SPECS.map((spec) => ({ name: spec.name, factory: (toolCtx) => buildTool(spec, toolCtx, config, link, warn, scopeOf) })),
+    { name: TOOL_NAMES.forget, factory: (toolCtx) => buildForgetTool(toolCtx, config, link, warn, scopeOf) },
+  ];
+}
+
+// "Forget that I said ...": POST /memories/forget (not a dry run: the user asked). The answer
+// names what was removed and the close memories that were kept, with ids for a second call.
+function buildForgetTool(toolCtx, config, link, warn, scopeOf) {
+  const agentId = agentIdOf(toolCtx, toolCtx?.sessionKey);
+  const scope = scopeOf(agentId);
+  return {
+    name: TOOL_NAMES.forget,
+    label: "Forget memories",
+    description:
+      "Forget long-term memories when the user asks (\"forget that I said ...\", \"忘掉我说过的...\"). " +
+      "Removes the memories that contain what `query` names and says what it removed; close memories " +
+      "it kept are listed with ids: call again with `ids` to remove one of those.",
+    parameters: {
+      type: "object",
+      properties: {
+        query: { type: "string", description: "What to forget, in a few words." },
+        ids: { type: "array", items: { type: "string" }, description: "Memory ids to forget (from an earlier answer)." },
+      },
+      additionalProperties: false,
+    },
+    async execute(_toolCallId, params, signal) {
+      try {
+        const query = typeof params?.query === "string" ? params.query.trim() : "";
+        const ids = Array.isArray(params?.ids) ? params.ids.map(String).filter((i) => i.trim()).slice(0, 100) : [];
+        if (!query && !ids.length) return text("Say what to forget (query) or give memory ids.");
+        if (isExcludedAgent(agentId, config.excludeAgents)) return text("Memory is turned off for this agent.");
+        const result = await link.post(
+          "/memories/forget",
+          { scope, dry_run: false, ...(ids.length ? { ids } : { query }) },
+          { timeoutMs: config.tools.timeoutMs, signal },
+        );
+        if (!result.ok) {
+          warn(`${TOOL_NAMES.forget}:${result.reason}`, `${TOOL_NAMES.forget} failed: ${result.reason}`);
+          return text(`Memory is unavailable (${result.reason}); nothing was removed.`, { error: result.reason });
+        }
+        const matched = Array.isArray(result.data?.matched) ? result.data.matched : [];
+        const forgotten = Array.isArray(result.data?.forgotten) ? result.data.forgotten : [];
+        const candidates = Array.isArray(result.data?.candidates) ? result.data.candidates : [];
+        const lines = forgotten.length
+          ? [`Forgot ${forgotten.length} memor${forgotten.length === 1 ? "y" : "ies"}:`, ...matched.map((m) => `- ${m.content} (${m.id})`)]
+          : ["Nothing matched; nothing was removed."];
+        if (candidates.length) lines.push("Kept (similar, not removed):", ...candidates.map((m) => `- ${m.content} (${m.id})`));
+        return text(lines.join("\n"), { forgotten, candidates: candidates.map((m) => m.id) });
+      } catch (error) {
+        return text(`Forgetting failed (${error?.message ?? error}); nothing was removed.`);
+      }
+    },
+  };
 }
 
 function buildTool(spec, toolCtx, config, link, warn, scopeOf) {

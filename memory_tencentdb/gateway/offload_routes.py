@@ -60,6 +60,7 @@ def offload_router(engine: Engine) -> APIRouter:
                 body.token_budget,
                 body.prompt,
                 body.system_tokens,
+                body.format,
             )
         except OffloadInputError as e:
             return _unprocessable(e)

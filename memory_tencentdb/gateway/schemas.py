@@ -239,6 +239,7 @@ class OffloadAssembleBody(Scoped):
     token_budget: int = Field(ge=256, le=100_000_000)
     prompt: str | None = None
     system_tokens: int = Field(0, ge=0, le=100_000_000)
+    format: Literal["auto", "openai", "agent"] = "auto"
 
 
 class OffloadReadBody(Scoped):

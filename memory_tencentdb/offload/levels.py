@@ -29,6 +29,7 @@ from memory_tencentdb.offload.messages import (
     compact_call_arguments,
     stub_message,
     synthetic_result,
+    token_parts,
     truncated_text_message,
 )
 from memory_tencentdb.offload.records import OffloadRow, strip_id
@@ -42,6 +43,7 @@ class Recorder(Protocol):
     def record_message(self, msg: Msg) -> OffloadRow: ...
     def stub(self, row: OffloadRow) -> str: ...
     def count(self, text: str) -> int: ...
+    def count_parts(self, parts: list[str]) -> int: ...
 
 
 @dataclass
@@ -97,7 +99,10 @@ class Shrinker:
     # ---------------------------------------------------------------- building
 
     def _item(self, m: Msg) -> Item:
-        return Item(m, m.raw, self.rec.count(m.text) + OVERHEAD)
+        return Item(m, m.raw, self.rec.count_parts(m.parts) + OVERHEAD)
+
+    def _tokens(self, raw: dict[str, Any]) -> int:
+        return self.rec.count_parts(token_parts(raw)) + OVERHEAD
 
     def build(self, msgs: list[Msg]) -> list[Unit]:
         units: list[Unit] = []
@@ -129,7 +134,7 @@ class Shrinker:
                         else "[No result for this tool call is in the context.]"
                     )
                     raw = synthetic_result(c, self.fmt, text)
-                    u.items.append(Item(None, raw, self.rec.count(text) + OVERHEAD, "synthetic"))
+                    u.items.append(Item(None, raw, self._tokens(raw), "synthetic"))
                     u.results.add(strip_id(c.id))
                     self.out.synthetic += 1
         last_user = max((i for i, u in enumerate(units) if u.kind == "user"), default=None)
@@ -151,11 +156,11 @@ class Shrinker:
         row = row or self.rec.row(item.msg.call_id or "")
         if row is None:
             row = self.rec.record_result(item.msg, self._call_of(unit, item))
-        text = self.rec.stub(row)
-        tokens = self.rec.count(text) + OVERHEAD
+        raw = stub_message(item.msg, self.fmt, self.rec.stub(row))
+        tokens = self._tokens(raw)
         if tokens >= item.tokens:
             return False
-        item.out = stub_message(item.msg, self.fmt, text)
+        item.out = raw
         self.total -= item.tokens - tokens
         item.tokens, item.state = tokens, "stub"
         self.out.stubbed.append(row)
@@ -182,11 +187,7 @@ class Shrinker:
         if not compact:
             return
         raw = compact_call_arguments(head.msg, self.fmt, compact)
-        text = head.msg.text
-        for c in unit.calls:
-            if c.id in compact:
-                text = text.replace(str(c.arguments), str(compact[c.id]))
-        tokens = self.rec.count(text) + OVERHEAD
+        tokens = self._tokens(raw)
         if tokens < head.tokens:
             head.out = raw
             self.total -= head.tokens - tokens
@@ -221,11 +222,11 @@ class Shrinker:
             f"\n[Truncated for context: ~{item.tokens} tokens. Full text:"
             f' memory_tencentdb_offload_read {{"tool_call_id": "{row.tool_call_id}"}}]'
         )
-        new = text[:keep_chars] + note
-        tokens = self.rec.count(new) + OVERHEAD
+        raw = truncated_text_message(m, self.fmt, text[:keep_chars] + note)
+        tokens = self._tokens(raw)
         if tokens >= item.tokens:
             return False
-        item.out = truncated_text_message(m, self.fmt, new)
+        item.out = raw
         self.total -= item.tokens - tokens
         item.tokens, item.state = tokens, "truncated"
         self.out.truncated += 1

@@ -222,7 +222,7 @@ class LLMWorker:
         from memory_tencentdb.offload import refs
 
         try:
-            text = (sess.scope.layout.root / row.result_ref).read_text("utf-8")
+            text = (sess.scope.layout.root / row.result_ref).read_bytes().decode("utf-8")
             return refs.parse(text)["content"]
         except OSError:
             return ""

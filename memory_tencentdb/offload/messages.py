@@ -35,6 +35,7 @@ class Msg:
     role: str  # system | user | assistant | tool (normalised)
     text: str  # everything that costs tokens, flattened
     body: str = ""  # the content's text alone (without tool-call arguments)
+    parts: list[str] = field(default_factory=list)  # what costs tokens (see token_parts)
     calls: list[Call] = field(default_factory=list)
     call_id: str | None = None  # for tool results
     tool_name: str = ""
@@ -67,7 +68,11 @@ def _text_of(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def detect_format(messages: list[Any]) -> str:
+def detect_format(messages: list[Any], hint: str | None = None) -> str:
+    """``agent`` for OpenClaw AgentMessages (a ``toolResult``, a ``toolCall`` block, or list
+    content with a numeric ``timestamp``, which OpenAI messages never carry), else ``openai``."""
+    if hint in ("openai", "agent"):
+        return hint
     for m in messages:
         if not isinstance(m, dict):
             continue
@@ -78,11 +83,33 @@ def detect_format(messages: list[Any]) -> str:
             isinstance(b, dict) and b.get("type") == "toolCall" for b in content
         ):
             return "agent"
+        if isinstance(content, list) and isinstance(m.get("timestamp"), int | float):
+            return "agent"
     return "openai"
 
 
+def token_parts(raw: dict[str, Any]) -> list[str]:
+    """The texts of a message that cost tokens: its content, each call's name and arguments."""
+    content = raw.get("content")
+    parts = [_text_of(content)]
+    for c in raw.get("tool_calls") or []:
+        if isinstance(c, dict):
+            fn = c.get("function") if isinstance(c.get("function"), dict) else {}
+            parts += [str(fn.get("name") or ""), _args_text(fn.get("arguments", ""))]
+    if isinstance(content, list):
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "toolCall":
+                parts += [str(b.get("name") or ""), _args_text(b.get("arguments", {}))]
+    return [p for p in parts if p]
+
+
 def _args_text(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(arguments)
 
 
 def parse(messages: list[Any], fmt: str) -> list[Msg]:
@@ -139,6 +166,7 @@ def parse(messages: list[Any], fmt: str) -> list[Msg]:
                     args = fn.get("arguments", "")
                     msg.calls.append(Call(c["id"], str(fn.get("name") or ""), args))
                     msg.text += f"\n{fn.get('name', '')} {_args_text(args)}"
+        msg.parts = token_parts(m)
         if msg.role == "user" and text.lstrip().startswith((CANVAS_MARK, HISTORY_MARK)):
             msg.ours = True
         out.append(msg)

@@ -236,6 +236,8 @@ class OffloadService:
         by: str,
     ) -> None:
         if decision == "new":
+            # Until the new task's first tool call, the last task's canvas is still shown.
+            sess.state["previous"] = sess.state.get("active") or sess.state.get("previous")
             sess.state["active"] = None
             sess.state["pending_goal"] = " ".join(prompt.split())[:300]
         else:
@@ -316,9 +318,10 @@ class OffloadService:
         token_budget: int,
         prompt: str | None = None,
         system_tokens: int = 0,
+        fmt_hint: str | None = None,
     ) -> dict[str, Any]:
         started = time.perf_counter()
-        fmt = detect_format(messages)
+        fmt = detect_format(messages, fmt_hint)
         msgs = parse(messages, fmt)  # raises OffloadInputError before anything is written
         sess = self.session(scope, session_key)
         with sess.lock:
@@ -398,9 +401,9 @@ class OffloadService:
                 self.last_error["l15"] = f"{type(e).__name__}: {e}"
                 log.warning("offload L1.5 failed: %s", e)
         recorder = _Recorder(self, sess)
-        input_tokens = sum(self.count(m.text) + 4 for m in msgs) + system_tokens
+        input_tokens = sum(sum(map(self.count, m.parts)) + 4 for m in msgs) + system_tokens
         guide_text = guide.text(sess.scope.layout.root, sess.journal_path)
-        active = sess.state.get("active")
+        active = sess.state.get("active") or sess.state.get("previous")
         if active and not (sess.scope.layout.mmds / active).exists():
             active = None
         canvas_cap = max(200, int(budget * cfg.mmd_max_token_ratio))
@@ -423,9 +426,20 @@ class OffloadService:
             if outcome.level in ("aggressive", "emergency")
             else []
         )
+        first = next((u for u in outcome.units if not u.removed and u.kind != "system"), None)
+        removed = sum(len(u.items) for u in outcome.units if u.removed)
+        note = (
+            f'<history_task_context mode="offloaded">\n{removed} earlier messages of this'
+            " conversation left the context; their tool results and texts are kept:"
+            f" {guide.TOOL_NAME} with a tool_call_id named in a canvas or stub.\n"
+            "</history_task_context>"
+        )
+        need_head = first is not None and first.kind != "user"
         hist_tokens = sum(self.count(h) + 4 for h in history)
         while history and shrinker.total + hist_tokens > budget:
             hist_tokens -= self.count(history.pop(0)) + 4
+        head = "\n".join(history) if history else (note if need_head else "")
+        hist_tokens = self.count(head) + 4 if head else 0
         total = shrinker.total + hist_tokens
         if total > budget and block:  # last resort: the canvas shrinks to its header
             old = self.count(block) + 4
@@ -444,23 +458,20 @@ class OffloadService:
             (i for i, u in enumerate(outcome.units) if u.kind == "user" and not u.removed),
             default=None,
         )
-        inserts = [user_message(h, fmt) for h in history]
-        if block:
-            inserts.append(user_message(block, fmt))
-        if last_user is None:
-            lead = 0
-            while lead < len(outcome.units) and outcome.units[lead].kind == "system":
-                lead += 1
-            anchor = lead - 1
-        else:
-            anchor = last_user - 1  # just before the newest user message: the prompt stays last
-        if anchor < 0:
-            out_msgs.extend(inserts)
+        lead = 0
+        while lead < len(outcome.units) and outcome.units[lead].kind == "system":
+            lead += 1
+        inserts: dict[int, list[dict[str, Any]]] = {}
+        if head:  # right after the system prompt, so the list starts with a user message
+            inserts.setdefault(lead - 1, []).append(user_message(head, fmt))
+        if block:  # just before the newest user message: the prompt stays last
+            at = lead - 1 if last_user is None else max(last_user - 1, lead - 1)
+            inserts.setdefault(at, []).append(user_message(block, fmt))
+        out_msgs.extend(inserts.get(-1, []))
         for i, u in enumerate(outcome.units):
             if not u.removed:
                 out_msgs.extend(item.out for item in u.items)
-            if i == anchor:
-                out_msgs.extend(inserts)
+            out_msgs.extend(inserts.get(i, []))
         return {
             "messages": out_msgs,
             "estimated_tokens": int(total),
@@ -522,7 +533,7 @@ class OffloadService:
             path = sc.layout.root / (ref if ref.startswith("refs/") else f"refs/{ref}")
         if not sc.layout.inside(path) or path.suffix != ".md" or not path.is_file():
             raise OffloadNotFound(f"no ref {ref!r} in this scope")
-        return refs.parse(path.read_text("utf-8"))
+        return refs.parse(path.read_bytes().decode("utf-8"))  # no newline translation
 
     def read(self, scope: str, session_key: str | None, **key: str) -> dict[str, Any]:
         self.counts["reads"] += 1
@@ -688,6 +699,9 @@ class _Recorder:
 
     def count(self, text: str) -> int:
         return self.svc.count(text)
+
+    def count_parts(self, parts: list[str]) -> int:
+        return sum(self.svc.count(p) for p in parts)
 
 
 def _iso(value: Any, tz: tzinfo) -> str | None:

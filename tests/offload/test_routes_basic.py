@@ -115,6 +115,9 @@ def test_json_result_and_empty_result(client, scope):
     assert got["encoding"] == "json" and json.loads(got["content"]) == value
     tool_result(client, scope, "call_empty", "")
     assert read(client, scope, tool_call_id="call_empty").json()["content"] == ""
+    crlf = "line 1\r\nline 2\r\n\r\n\tend\r"
+    tool_result(client, scope, "call_crlf", crlf)
+    assert read(client, scope, tool_call_id="call_crlf").json()["content"] == crlf
     blocks = [{"type": "text", "text": "a\n```\nb"}, {"type": "text", "text": "c "}]
     tool_result(client, scope, "call_blocks", blocks)
     assert read(client, scope, tool_call_id="call_blocks").json()["content"] == "a\n```\nb\nc "

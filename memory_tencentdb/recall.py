@@ -42,9 +42,9 @@ DEFAULT_TOOL_NAMES = {
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall")
 # Fair share: each model runs one inference at a time, and a long query (a pasted log) holds it
-# for up to ~1.2 s. Long queries therefore take turns on a lane of their own, so a flood of them
+# for up to ~0.5 s. Long queries therefore take turns on a lane of their own, so a flood of them
 # can neither fill the ordinary workers nor queue more than one inference ahead of a short query.
-LONG_QUERY_CHARS = 1000
+LONG_QUERY_CHARS = 500
 _long_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-long")
 
 

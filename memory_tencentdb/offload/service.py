@@ -397,6 +397,7 @@ class OffloadService:
         if prompt and prompt.strip():
             try:
                 self.on_prompt(sess, prompt)
+                self.last_error["l15"] = None
             except Exception as e:  # noqa: BLE001 - a boundary failure never fails assembly
                 self.last_error["l15"] = f"{type(e).__name__}: {e}"
                 log.warning("offload L1.5 failed: %s", e)

@@ -28,6 +28,7 @@ export class GatewayLink {
     this.say = say; // (level, message) => void
     this.keyFromFile = "";
     this.verifiedAt = 0;
+    this.modelsReady = false;
     this.foreignUntil = 0;
     this.foreignReason = "";
     this.told = new Set();
@@ -73,24 +74,38 @@ export class GatewayLink {
     if (reported && !sameDir(reported, this.dataDir)) return this.#foreign(`it serves ${reported}`);
     this.verifiedAt = Date.now();
     this.foreignUntil = 0;
-    return { ok: true, ready: data?.ready !== false, data };
+    this.modelsReady = data?.ready !== false;
+    return { ok: true, ready: this.modelsReady, data };
   }
 
   /**
    * Whether our gateway is there, starting it if allowed and nothing listens. `startWaitMs` is
    * how long a call may wait for a gateway that is starting. Returns { ok, reason?, waited }.
    */
-  async ensure({ startWaitMs = 0, probeMs = PROBE_MS } = {}) {
+  async ensure({ startWaitMs = 0, probeMs = PROBE_MS, ready = true } = {}) {
     const now = Date.now();
     if (now < this.foreignUntil) return { ok: false, reason: this.foreignReason, foreign: true };
-    if (this.verifiedAt && now - this.verifiedAt < VERIFY_TTL_MS) return { ok: true, waited: false };
+    // A gateway this process started may answer before its models are loaded: a recall then
+    // waits for them (within startWaitMs) rather than racing the load inside its own budget.
+    const forModels = ready && startWaitMs > 0 && Boolean(this.supervisor?.pid) && !this.modelsReady;
+    if (!forModels && this.verifiedAt && now - this.verifiedAt < VERIFY_TTL_MS) return { ok: true, waited: false };
     const probe = await this.client.probe(probeMs);
-    if (probe.ok) return { ...this.#judge(probe.data), waited: false };
-    if (!probe.refused || !this.config.autoStart.enabled) return { ok: false, reason: probe.reason };
-    const start = await this.#start();
-    if (!start.started && !start.elsewhere) return { ok: false, reason: `gateway not running (${start.reason})` };
-    if (startWaitMs <= 0) return { ok: false, reason: "gateway starting" };
-    const up = await this.waitUp(Date.now() + startWaitMs, { ready: true });
+    if (probe.ok) {
+      const judged = this.#judge(probe.data);
+      if (!judged.ok || judged.ready || !forModels) return { ...judged, waited: false };
+    } else {
+      if (!probe.refused || !this.config.autoStart.enabled) return { ok: false, reason: probe.reason };
+      const start = await this.#start();
+      if (!start.started && !start.elsewhere) return { ok: false, reason: `gateway not running (${start.reason})` };
+      if (startWaitMs <= 0) return { ok: false, reason: "gateway starting" };
+    }
+    const waitStart = Date.now();
+    const up = await this.waitUp(waitStart + startWaitMs, { ready });
+    if (up.ok) {
+      const models = up.ready ? "models loaded" : "models still loading";
+      const since = this.supervisor?.spawnedAt ? `, ${Date.now() - this.supervisor.spawnedAt} ms after it was started` : "";
+      this.say("info", `the gateway answered after a wait of ${Date.now() - waitStart} ms${since} (${models})`);
+    }
     return { ...up, waited: true };
   }
 
@@ -117,6 +132,8 @@ export class GatewayLink {
   /** Start the gateway once at a time; after a failed start, not again before the cooldown. */
   async #start() {
     if (this.starting) return this.starting;
+    // One we started that has not exited is still coming up: wait for it, never start another.
+    if (this.supervisor?.pid && this.supervisor.exitCode == null) return { started: false, elsewhere: true };
     if (Date.now() < this.nextStartAt) return { started: false, reason: "last start failed; retrying later" };
     this.starting = (async () => {
       try {
@@ -143,7 +160,9 @@ export class GatewayLink {
    */
   async post(path, body, { timeoutMs, signal, startWaitMs = 0 } = {}) {
     const began = Date.now();
-    const gate = await this.ensure({ startWaitMs, probeMs: Math.min(PROBE_MS, Math.max(100, timeoutMs / 2)) });
+    // Recall and search want the models loaded; a capture only needs the gateway to answer.
+    const ready = path === "/recall" || path.startsWith("/search/");
+    const gate = await this.ensure({ startWaitMs, ready, probeMs: Math.min(PROBE_MS, Math.max(100, timeoutMs / 2)) });
     if (!gate.ok) return { ok: false, reason: gate.reason, ...(gate.foreign && { foreign: true }) };
     const left = gate.waited ? timeoutMs : Math.max(100, began + timeoutMs - Date.now());
     let result = await this.client.post(path, body, { timeoutMs: left, signal });
@@ -165,6 +184,20 @@ export class GatewayLink {
       if (/^timeout after/.test(result.reason ?? "")) return { ...result, reason: `timeout after ${timeoutMs}ms` };
     }
     return result;
+  }
+
+  /**
+   * At registration of a run that may use memory: if nothing listens, start the gateway now, so
+   * it loads while OpenClaw prepares the turn (seconds to tens of seconds on a small machine)
+   * instead of inside the first hook's budget. Never waits, never throws, never trips the breaker.
+   */
+  prewarm() {
+    if (this.prewarmed) return;
+    this.prewarmed = true;
+    this.client
+      .probe(PROBE_MS, { bypassBreaker: true })
+      .then((probe) => (probe.ok ? this.#judge(probe.data) : probe.refused ? this.#start() : null))
+      .catch(() => {});
   }
 
   /** For a long-lived host: make sure a gateway runs, without waiting for it. */

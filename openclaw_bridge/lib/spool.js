@@ -17,6 +17,7 @@ import { canonical } from "./ownership.js";
 
 const VERSION = 1;
 const CLAIM = ".sending-";
+let sequence = 0;
 
 export class CaptureSpool {
   constructor(stateDir) {
@@ -34,7 +35,9 @@ export class CaptureSpool {
     const dir = rejected ? join(this.dir, "rejected") : this.dir;
     this.#ensureDir(this.dir);
     this.#ensureDir(dir);
-    const name = `${String(Date.now()).padStart(14, "0")}-${process.pid}-${randomBytes(4).toString("hex")}.json`;
+    // Sorted by name = oldest first, also for two captures within one millisecond.
+    sequence += 1;
+    const name = `${String(Date.now()).padStart(14, "0")}-${process.pid}-${String(sequence).padStart(6, "0")}-${randomBytes(3).toString("hex")}.json`;
     const entry = { v: VERSION, route, body, data_dir: dataDir ? canonical(dataDir) : "", reason: reason ?? "", spooled_at: new Date().toISOString() };
     const tmp = join(dir, `.${name}.tmp`);
     writeFileSync(tmp, JSON.stringify(entry), { mode: 0o600, flag: "wx" });

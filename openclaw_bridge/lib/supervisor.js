@@ -48,6 +48,7 @@ export class GatewaySupervisor {
     };
     if (this.config.apiKey) env.TDAI_GATEWAY_API_KEY = this.config.apiKey;
     const logFd = this.#openLog();
+    this.spawnedAt = Date.now();
     let child;
     try {
       child = spawn(command, this.argv(), {

@@ -112,7 +112,10 @@ def runs(
 
         def play_up() -> tuple[subprocess.CompletedProcess[str], Turn | None]:
             installed = subprocess.run(
-                ["bash", str(REPO / "scripts" / "install-openclaw.sh"), "--port", str(bridge_gateway.port)],
+                [
+                    "bash", str(REPO / "scripts" / "install-openclaw.sh"),
+                    "--port", str(bridge_gateway.port), "--data-dir", str(bridge_gateway.data_dir),
+                ],
                 env={**up.env(), "OPENCLAW": up.cli_command()},
                 capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
             )  # fmt: skip
@@ -141,6 +144,7 @@ def test_install_script_linked_and_granted(runs: Runs) -> None:
     assert entry["enabled"] is True
     assert entry["hooks"]["allowConversationAccess"] is True
     assert entry["config"]["port"] == runs.gateway.port
+    assert entry["config"]["dataDir"] == str(runs.gateway.data_dir)
     assert str(BRIDGE_DIR) in config["plugins"]["load"]["paths"]
 
 
@@ -192,6 +196,13 @@ def test_gateway_down_agent_still_answers(runs: Runs) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Answered without memory." in agent_output(done)
     assert "recall skipped: unreachable" in done.stderr
+    # The turn it could not deliver waits on disk, private to the user.
+    spool = runs.down.home.state_dir / "memory-tencentdb" / "spool"
+    kept = sorted(spool.glob("*.json"))
+    assert len(kept) == 1, done.stderr[-3000:]
+    assert kept[0].stat().st_mode & 0o777 == 0o600
+    assert "Hello again." in kept[0].read_text("utf-8")
+    assert "capture not delivered" in done.stderr
     # The config's typo and bad value are warnings, never an invalid openclaw.json.
     assert 'unknown config key "recal" ignored' in done.stderr
     assert runs.down.llm.chat_requests(), "the model was asked despite the missing gateway"

@@ -1,0 +1,290 @@
+"""Export and import: one JSONL file that carries memories with their ids, history (superseded
+and forgotten versions) and source links (the raw messages they were drawn from).
+
+The file starts with a header line ``{"kind": "memory-tencentdb-export", "version": 1, ...}``;
+then one ``{"kind": "message", ...}`` line per L0 message (the ``conversations/`` line format)
+and one ``{"kind": "memory", ...}`` line per L1 row (the ``records/`` upsert format). Messages
+come first so every source link resolves when the memories arrive.
+
+Import reads and checks the whole file before writing anything: a wrong file or a bad line is an
+error naming the line, and the data directory is untouched. Rows already present with the same
+content are skipped, so importing twice changes nothing. Embeddings are computed by the next
+``serve`` in the background (the same as after ``reindex``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from typing import IO, Any
+
+from memory_tencentdb import __version__
+from memory_tencentdb.store import admin, files
+from memory_tencentdb.store.db import L1_TYPES, Store, now_iso
+from memory_tencentdb.text.redact import redact, redact_obj
+
+HEADER_KIND = "memory-tencentdb-export"
+FORMAT_VERSION = 1
+_DAY_FILE = re.compile(r"^(conversations|records)/\d{4}-\d{2}-\d{2}\.jsonl$")
+L1_STATUSES = ("active", "superseded", "deleted")
+
+
+class ImportError_(ValueError):
+    """The file cannot be imported; the message names the line and what is wrong."""
+
+
+@dataclass
+class TransferReport:
+    messages: int = 0
+    memories: int = 0
+    skipped_messages: int = 0
+    skipped_memories: int = 0
+    updated_memories: int = 0
+
+
+# --------------------------------------------------------------------------- export
+
+
+def _message_line(row: dict[str, Any]) -> dict[str, Any]:
+    line = {
+        "kind": "message",
+        "record_id": row["id"],
+        "scope": row["scope"],
+        "sessionKey": row["session_key"],
+        "sessionId": row["session_id"],
+        "recordedAt": row["recorded_at"],
+        "id": row["message_id"],
+        "role": row["role"],
+        "content": row["content"],
+        "timestamp": row["timestamp"],
+        "file": row["file"],
+    }
+    if row.get("speaker"):
+        line["speaker"] = row["speaker"]
+    if row.get("extra"):
+        line["extra"] = row["extra"]
+    return line
+
+
+def _memory_line(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "memory",
+        "id": row["id"],
+        "scope": row["scope"],
+        "content": row["content"],
+        "type": row["type"],
+        "priority": row["priority"],
+        "scene_name": row["scene_name"],
+        "session_key": row["session_key"],
+        "session_id": row["session_id"],
+        "source_message_ids": row["source_ids"],
+        "metadata": row["metadata"],
+        "timestamps": row["timestamps"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "status": row["status"],
+        "superseded_by": row["superseded_by"],
+        "origin": row["origin"],
+        "file": row["file"],
+    }
+
+
+def export_lines(store: Store, scope: str | None) -> Iterator[dict[str, Any]]:
+    yield {
+        "kind": HEADER_KIND,
+        "version": FORMAT_VERSION,
+        "exported_at": now_iso(),
+        "exporter": f"memory-tencentdb {__version__}",
+        "scope": scope,
+    }
+    for row in admin.iter_messages(store, scope):
+        yield _message_line(row)
+    for row in admin.iter_memories(store, scope):
+        yield _memory_line(row)
+
+
+def export(
+    store: Store, out: IO[str], scope: str | None, tick: Callable[[int], None] | None = None
+) -> TransferReport:
+    report = TransferReport()
+    for line in export_lines(store, scope):
+        out.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+        if line["kind"] == "message":
+            report.messages += 1
+        elif line["kind"] == "memory":
+            report.memories += 1
+        if tick and line["kind"] != HEADER_KIND:
+            tick(1)
+    out.flush()
+    return report
+
+
+# --------------------------------------------------------------------------- import
+
+
+def _need(line: dict[str, Any], n: int, key: str, kind: type | tuple[type, ...]) -> Any:
+    value = line.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        want = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise ImportError_(f"line {n}: {key!r} must be a {want}, got {value!r:.60}")
+    return value
+
+
+def _check_message(line: dict[str, Any], n: int) -> dict[str, Any]:
+    _need(line, n, "record_id", str)
+    _need(line, n, "content", str)
+    _need(line, n, "role", str)
+    ts = line.get("timestamp", 0)
+    if not isinstance(ts, int) or isinstance(ts, bool):
+        raise ImportError_(f"line {n}: 'timestamp' must be epoch milliseconds, got {ts!r:.40}")
+    if not line["record_id"].strip() or not line["content"].strip():
+        raise ImportError_(f"line {n}: a message needs a record_id and content")
+    return line
+
+
+def _check_memory(line: dict[str, Any], n: int) -> dict[str, Any]:
+    _need(line, n, "id", str)
+    _need(line, n, "content", str)
+    if not line["id"].strip() or not line["content"].strip():
+        raise ImportError_(f"line {n}: a memory needs an id and content")
+    if line.get("type", "episodic") not in L1_TYPES:
+        raise ImportError_(f"line {n}: type must be one of {', '.join(L1_TYPES)}")
+    if line.get("status", "active") not in L1_STATUSES:
+        raise ImportError_(f"line {n}: status must be one of {', '.join(L1_STATUSES)}")
+    priority = line.get("priority", 50)
+    if not isinstance(priority, int) or isinstance(priority, bool) or not -1 <= priority <= 100:
+        raise ImportError_(f"line {n}: priority must be an integer -1..100")
+    for key, kind in (("source_message_ids", list), ("timestamps", list), ("metadata", dict)):
+        if line.get(key) is not None and not isinstance(line[key], kind):
+            raise ImportError_(f"line {n}: {key!r} must be a {kind.__name__}")
+    return line
+
+
+def read_export(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Parse and check a whole export file: (header, messages, memories). Raises ImportError_."""
+    try:
+        fh = path.open("r", encoding="utf-8")
+    except OSError as e:
+        raise ImportError_(f"cannot read {path}: {e.strerror or e}") from None
+    messages: list[dict[str, Any]] = []
+    memories: list[dict[str, Any]] = []
+    header: dict[str, Any] | None = None
+    with fh:
+        try:
+            for n, raw in enumerate(fh, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    line = json.loads(raw)
+                except ValueError as e:
+                    if header is None:
+                        raise ImportError_(
+                            f"{path} is not a memory-tencentdb export (line {n} is not JSON)"
+                        ) from None
+                    raise ImportError_(f"line {n}: not valid JSON ({e})") from None
+                if header is None:
+                    if not isinstance(line, dict) or line.get("kind") != HEADER_KIND:
+                        raise ImportError_(
+                            f"{path} is not a memory-tencentdb export: line {n} should be the"
+                            f' header {{"kind": "{HEADER_KIND}", ...}} (an original data'
+                            " directory imports with --from-original)"
+                        )
+                    if line.get("version") != FORMAT_VERSION:
+                        raise ImportError_(
+                            f"line {n}: export format version {line.get('version')!r} is not"
+                            f" supported (this version reads {FORMAT_VERSION})"
+                        )
+                    header = line
+                    continue
+                if not isinstance(line, dict):
+                    raise ImportError_(f"line {n}: must be a JSON object")
+                kind = line.get("kind")
+                if kind == "message":
+                    messages.append(_check_message(line, n))
+                elif kind == "memory":
+                    memories.append(_check_memory(line, n))
+                else:
+                    raise ImportError_(f"line {n}: unknown kind {kind!r} (message or memory)")
+        except UnicodeDecodeError:
+            raise ImportError_(f"{path} is not UTF-8 text: not an export file") from None
+    if header is None:
+        raise ImportError_(f"{path} is empty: not an export file")
+    return header, messages, memories
+
+
+def _day_file(line: dict[str, Any], folder: str, when: str, tz: tzinfo) -> str:
+    given = str(line.get("file") or "")
+    if _DAY_FILE.match(given) and given.startswith(folder):
+        return given
+    try:
+        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        at = datetime.now(UTC)
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return files.day_file(folder, at, tz)
+
+
+def import_rows(
+    store: Store,
+    messages: list[dict[str, Any]],
+    memories: list[dict[str, Any]],
+    tick: Callable[[int], None] | None = None,
+    batch: int = 2000,
+) -> TransferReport:
+    """Write checked rows: files first (durable), then the index; present rows are skipped."""
+    report = TransferReport()
+    tz = store.tz
+    for i in range(0, len(messages), batch):
+        chunk = messages[i : i + batch]
+        have = admin.existing_ids(store, "l0", [m["record_id"] for m in chunk])
+        by_file: dict[str, list[dict[str, Any]]] = {}
+        for m in chunk:
+            if m["record_id"] in have:
+                report.skipped_messages += 1
+                continue
+            have.add(m["record_id"])
+            line = {k: v for k, v in m.items() if k not in ("kind", "file")}
+            line["content"] = redact(line["content"])
+            if line.get("extra"):
+                line["extra"] = redact_obj(line["extra"])
+            line.setdefault("scope", "default")
+            line.setdefault("recordedAt", now_iso())
+            rel = _day_file(m, "conversations", line["recordedAt"], tz)
+            by_file.setdefault(rel, []).append(line)
+        for rel, lines in by_file.items():
+            files.append_lines(store.data_dir / rel, lines)
+            report.messages += len(store.index_l0_lines(lines, rel))
+        if tick:
+            tick(len(chunk))
+    for i in range(0, len(memories), batch):
+        chunk = memories[i : i + batch]
+        by_file = {}
+        for m in chunk:
+            line = {"op": "upsert", **{k: v for k, v in m.items() if k not in ("kind", "file")}}
+            line["content"] = redact(line["content"])
+            line.setdefault("scope", "default")
+            line.setdefault("updated_at", now_iso())
+            line.setdefault("created_at", line["updated_at"])
+            current = admin.memory_fingerprint(store, line["id"])
+            wanted = (line["content"], line.get("status") or "active", line["updated_at"])
+            if current == wanted:
+                report.skipped_memories += 1
+                continue
+            if current is not None:
+                report.updated_memories += 1
+            rel = _day_file(m, "records", line["updated_at"], tz)
+            by_file.setdefault(rel, []).append(line)
+        for rel, lines in by_file.items():
+            files.append_lines(store.data_dir / rel, lines)
+            for line in lines:
+                store.index_l1_line(line, rel)
+            report.memories += len(lines)
+        if tick:
+            tick(len(chunk))
+    report.memories -= report.updated_memories
+    return report

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -282,7 +283,14 @@ def read_back_problems(client: httpx.Client, rep: Replay, ids: set[str] | None =
         if r.status_code != 200:
             out.append(f"read {key}: HTTP {r.status_code} {r.text[:200]}")
             continue
-        content = r.json().get("content")
+        body = r.json()
+        content = body.get("content")
+        row = body.get("row") or {}
+        # Shortened or dropped: its JSONL row says so and its ref is on disk.
+        if row.get("offloaded") not in (True, "deleted"):
+            out.append(f"read {key}: row offloaded={row.get('offloaded')!r}")
+        if not body.get("path") or not Path(body["path"]).is_file():
+            out.append(f"read {key}: ref file {body.get('path')!r} missing")
         if content != rep.raw_results[rid]:
             out.append(
                 f"read {key}: content differs ({len(content or '')} vs "

@@ -22,7 +22,8 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN_DIR = REPO / "hermes_plugin"
+# Another copy of the provider (say, the one before a fix, to see a test fail without it).
+PLUGIN_DIR = Path(os.environ.get("HERMES_TEST_PLUGIN_DIR") or REPO / "hermes_plugin")
 DRIVER = Path(__file__).with_name("driver.py")
 PREFIX = "@@DRIVER@@ "
 

@@ -223,6 +223,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"llm:         {'configured' if health.get('llm', {}).get('configured') else 'not configured'}"
     )
     print(f"counts:      {health.get('counts')}")
+    from memory_tencentdb.cli_operations import print_layers
+
+    print_layers(settings, health)  # rows and bytes per layer, redaction, retention
     for reason in health.get("degraded", []):
         print(f"degraded:    {reason}")
     return 0

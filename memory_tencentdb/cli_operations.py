@@ -214,6 +214,75 @@ def cmd_scenes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def layer_sizes(data_dir: Path) -> dict[str, int]:
+    """Bytes on disk per layer of a data directory (every scope's derived files included)."""
+    scenes = sum(_bytes(p) for p in data_dir.glob("**/scene_blocks") if ".backup" not in p.parts)
+    personas = sum(
+        p.stat().st_size for p in data_dir.glob("**/persona.md") if ".backup" not in p.parts
+    )
+    db = sum(_bytes(p) for p in data_dir.glob("memory.db*"))
+    return {
+        "l0": _bytes(data_dir / "conversations"),
+        "l1": _bytes(data_dir / "records"),
+        "l2": scenes,
+        "l3": personas,
+        "offload": _bytes(data_dir / "offload"),
+        "index": db,
+        "backups": sum(_bytes(p) for p in data_dir.glob("**/.backup")),
+    }
+
+
+def print_layers(settings: Any, health: dict[str, Any]) -> None:
+    """``status``: rows and bytes per layer (read from the data directory), redaction, retention."""
+    data_dir = Path(settings.data_dir)
+    if not data_dir.is_dir():
+        return
+    sizes = layer_sizes(data_dir)
+    counts = health.get("counts") or {}
+    scenes = sum(1 for p in data_dir.glob("**/scene_blocks/*.md") if ".backup" not in p.parts)
+    print(
+        f"layers:      L0 {counts.get('l0_messages', '?')} messages ({_size(sizes['l0'])}),"
+        f" L1 {counts.get('l1_memories', '?')} memories incl. history ({_size(sizes['l1'])}),"
+        f" L2 {scenes} scenes ({_size(sizes['l2'])}), L3 persona {_size(sizes['l3'])}"
+    )
+    print(
+        f"disk:        index {_size(sizes['index'])}, offload {_size(sizes['offload'])},"
+        f" backups {_size(sizes['backups'])}"
+    )
+    red = health.get("redaction") or {}
+    if red:
+        print(
+            f"redaction:   {'on' if red.get('enabled') else 'OFF'},"
+            f" {red.get('redacted', 0)} secrets replaced since start"
+        )
+    ret = health.get("retention") or {}
+    if ret:
+        if not ret.get("enabled"):
+            print("retention:   off (memory.retention.l0Days, offload.offloadRetentionDays)")
+        else:
+            last = ret.get("last") or {}
+            print(
+                f"retention:   L0 {ret.get('l0_days') or 'forever'} days, offload"
+                f" {ret.get('offload_days') or 'forever'} days; last run"
+                f" {last.get('ran_at', 'not yet')}: {last.get('l0_deleted', 0)} messages,"
+                f" {sum((last.get('offload_deleted') or {}).values())} offload files removed"
+            )
+
+
 def _offline(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
     """Settings and the data directory's lock for a command that rewrites it (None if held)."""
     from memory_tencentdb import cli

@@ -21,6 +21,7 @@ from memory_tencentdb import recall as recall_service
 from memory_tencentdb import search as search_service
 from memory_tencentdb.config import Settings, tzinfo
 from memory_tencentdb.offload import OffloadService
+from memory_tencentdb.operations.retention import RetentionScheduler
 from memory_tencentdb.pipeline import Pipeline
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text import redact, tokenize
@@ -55,6 +56,7 @@ class Engine:
         redaction = settings.memory.redaction
         redact.configure(redaction.enabled, redaction.patterns)  # before anything is written
         self.store = Store(Path(settings.data_dir), self.tz)
+        self.retention = RetentionScheduler(self.store, settings)
         self.auth = ownership.gateway_auth(settings.server, self.data_dir)
         self.backends = index_backends()
         self.vectorizer = Vectorizer(self.store, settings.memory.embedding, self.backends)
@@ -81,12 +83,14 @@ class Engine:
             self.pipeline = Pipeline(self.store, self.vectorizer, self.settings, self.tz)
             self.listeners.append(self.pipeline.on_capture)
             self.pipeline.start()
+        self.retention.start()  # old L0 / offload files, on a schedule (operations/retention.py)
 
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        self.retention.stop()
         if self.pipeline is not None:
             self.pipeline.close()
         self.offload.close()
@@ -326,6 +330,7 @@ class Engine:
             },
             "capture": {"errors": self.capture_errors},
             "redaction": redact.stats(),
+            "retention": self.retention.status(),
             "pipeline": self.pipeline.status() if self.pipeline is not None else None,
             "offload": self.offload.status(),
             "degraded": degraded,

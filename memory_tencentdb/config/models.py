@@ -427,6 +427,7 @@ class RetentionSettings(Block):
 
     l0_days: NonNegativeInt = 0
     interval_minutes: PositiveInt = 360  # how often the retention pass runs
+    first_run_delay_seconds: float = Field(60, ge=0, le=86400)  # after the gateway starts
 
 
 class MemorySettings(Block):

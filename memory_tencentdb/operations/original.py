@@ -33,6 +33,7 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from memory_tencentdb.operations.transfer import settle_cursors
 from memory_tencentdb.pipeline import layout, state
 from memory_tencentdb.pipeline.persona import refresh_navigation
 from memory_tencentdb.pipeline.scenes import SceneStore
@@ -335,7 +336,9 @@ def apply(
     try:
         _import_messages(store, plan, report, tick)
         _import_memories(store, plan, report, tick)
-        _set_cursors(store, plan)
+        settle_cursors(store, plan.messages, plan.memories)
+        if plan.scenes and not state.get_scope(store, plan.files_scope)["scenes_processed"]:
+            state.update_scope(store, plan.files_scope, scenes_processed=1)
     finally:
         store.close()
     root = layout.scope_root(data_dir, plan.files_scope)
@@ -407,24 +410,3 @@ def _import_memories(store: Store, plan: Plan, report: OriginalReport, tick: Any
                 store.index_l1_line(line, rel)
         if tick:
             tick(len(chunk))
-
-
-def _set_cursors(store: Store, plan: Plan) -> None:
-    """Imported messages were already distilled by the original: start L1 after them, and L2
-    after the imported memories (they are in the imported scenes already)."""
-    for (scope, key), (rowid, rid) in admin.last_message_per_session(store, plan.messages).items():
-        st = state.get_session(store, scope, key)
-        if st["l1_cursor"] < rowid:
-            state.update_session(
-                store, scope, key, l1_cursor=rowid, l1_cursor_id=rid, warmup_threshold=0
-            )
-    for scope in {m["scope"] for m in plan.memories}:
-        top = state.max_l1_rowid(store, scope)
-        st = state.get_scope(store, scope)
-        if top and st["l2_cursor"] < top:
-            row = store.l1_rows([top]).get(top)
-            state.update_scope(store, scope, l2_cursor=top, l2_cursor_id=row["id"] if row else "")
-    if plan.scenes:
-        st = state.get_scope(store, plan.files_scope)
-        if not st["scenes_processed"]:
-            state.update_scope(store, plan.files_scope, scenes_processed=1)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memory_tencentdb import __version__
+from memory_tencentdb.pipeline import state
 from memory_tencentdb.store import admin, files
 from memory_tencentdb.store.db import L1_TYPES, Store, now_iso
 from memory_tencentdb.text.redact import redact, redact_obj
@@ -287,4 +288,24 @@ def import_rows(
         if tick:
             tick(len(chunk))
     report.memories -= report.updated_memories
+    settle_cursors(store, messages, memories)
     return report
+
+
+def settle_cursors(
+    store: Store, messages: list[dict[str, Any]], memories: list[dict[str, Any]]
+) -> None:
+    """Imported messages were distilled already (their memories came with them): L1 starts
+    after them, and L2 after the imported memories, so nothing is extracted or folded twice."""
+    for (scope, key), (rowid, rid) in admin.last_message_per_session(store, messages).items():
+        st = state.get_session(store, scope, key)
+        if st["l1_cursor"] < rowid:
+            state.update_session(
+                store, scope, key, l1_cursor=rowid, l1_cursor_id=rid, warmup_threshold=0
+            )
+    for scope in {m.get("scope") or "default" for m in memories}:
+        top = state.max_l1_rowid(store, scope)
+        st = state.get_scope(store, scope)
+        if top and st["l2_cursor"] < top:
+            row = store.l1_rows([top]).get(top)
+            state.update_scope(store, scope, l2_cursor=top, l2_cursor_id=row["id"] if row else "")

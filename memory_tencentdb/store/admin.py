@@ -360,3 +360,32 @@ def last_message_per_session(
             if rowid > out.get((scope, key), (0, ""))[0]:
                 out[(scope, key)] = (rowid, rid)
     return out
+
+
+def l0_recorded_before(store: Store, cutoff_iso: str) -> list[tuple[str, int]]:
+    """``(record id, rowid)`` of the L0 messages recorded before ``cutoff_iso`` (retention)."""
+    return [
+        (r[0], r[1])
+        for r in store.reader().execute(
+            "SELECT id, rowid FROM l0_messages WHERE recorded_at != '' AND recorded_at < ?",
+            (cutoff_iso,),
+        )
+    ]
+
+
+def unextracted_l0_ids(store: Store, ids: list[str]) -> set[str]:
+    """Those of ``ids`` that L1 has not read yet (past their session's cursor)."""
+    out: set[str] = set()
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        out.update(
+            r[0]
+            for r in store.reader().execute(
+                f"SELECT m.id FROM l0_messages m JOIN pipeline_sessions p ON p.scope = m.scope"
+                f" AND p.session_key = m.session_key WHERE m.id IN ({marks})"
+                " AND m.rowid > p.l1_cursor",
+                chunk,
+            )
+        )
+    return out

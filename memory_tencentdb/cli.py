@@ -79,6 +79,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if sock is None:
         lock.release()
         return PORT_IN_USE_EXIT_CODE
+    from memory_tencentdb.cli_operations import attach_gateway_log
+
+    attach_gateway_log(settings.data_dir)  # <data_dir>/logs/gateway.log, read by `logs`
     log.info("data directory: %s", settings.data_dir)
     if settings.config_file:
         log.info("config file: %s", settings.config_file)
@@ -266,13 +269,24 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     lock = _lock_or_none(settings, "reindex")
     if lock is None:
         return LOCKED_EXIT_CODE
-    with lock:
-        report = reindex(settings.data_dir, tzinfo(settings))
+    from memory_tencentdb.operations import progress
+    from memory_tencentdb.store import files
+
+    shards = len(files.shards(settings.data_dir / "conversations")) + len(
+        files.shards(settings.data_dir / "records")
+    )
+    with lock, progress.bar("reindex", total=shards, unit="files") as bar:
+        report = reindex(settings.data_dir, tzinfo(settings), tick=bar.update)
     print(
         f"reindexed {settings.data_dir}: {report.l0_messages} messages,"
         f" {report.l1_memories} memories ({report.l1_lines} log lines),"
         f" {report.vectors_kept} embeddings kept; old database: {report.backup or 'none'}"
     )
+    if report.l0_foreign:
+        print(
+            f"{report.l0_foreign} lines in the original project's format were not indexed:"
+            " bring them over with `memory-tencentdb import --from-original DIR`"
+        )
     print("embeddings missing for any row are computed in the background by the next `serve`.")
     return 0
 

@@ -283,6 +283,108 @@ def print_layers(settings: Any, health: dict[str, Any]) -> None:
             )
 
 
+LOG_FILE = Path("logs") / "gateway.log"
+
+
+def attach_gateway_log(data_dir: Path) -> None:
+    """``serve`` also logs to ``<data_dir>/logs/gateway.log`` (rotated, 3 x 5 MB), so
+    ``memory-tencentdb logs`` finds it however the gateway was started."""
+    import logging
+    from logging.handlers import RotatingFileHandler
+
+    path = Path(data_dir) / LOG_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = RotatingFileHandler(
+            path, maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8"
+        )
+    except OSError as e:
+        logging.getLogger("memory_tencentdb").warning("no log file at %s: %s", path, e)
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    import time
+
+    from memory_tencentdb import cli
+
+    settings = cli._settings(args)
+    path = Path(settings.data_dir) / LOG_FILE
+    if not path.exists():
+        print(
+            f"no gateway log yet at {path} (it is written by `memory-tencentdb serve`)",
+            file=sys.stderr,
+        )
+        return 1
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        lines = fh.readlines()
+        sys.stdout.writelines(lines[-args.lines :] if args.lines > 0 else lines)
+        sys.stdout.flush()
+        if not args.follow:
+            return 0
+        try:
+            while True:
+                line = fh.readline()
+                if line:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+                else:
+                    time.sleep(0.3)
+        except KeyboardInterrupt:
+            return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    """Drain and stop the data directory's gateway (``POST /admin/shutdown``); with
+    ``--force``, SIGTERM to the pid in ``gateway.lock`` when it does not answer."""
+    import os
+    import signal
+    import time
+
+    import httpx
+
+    from memory_tencentdb import cli
+    from memory_tencentdb.ownership import lock_holder
+
+    settings = cli._settings(args)
+    holder = lock_holder(settings.data_dir)
+    try:
+        with cli._client(settings) as c:
+            r = c.post("/admin/shutdown", json={"drain_s": args.drain})
+        answered = r.status_code == 202
+        if not answered:
+            print(f"the gateway refused to stop: {r.status_code} {r.text}", file=sys.stderr)
+    except httpx.HTTPError as e:
+        answered = False
+        print(
+            f"no gateway answers on {settings.server.host}:{settings.server.port} ({e})",
+            file=sys.stderr,
+        )
+    if not answered:
+        if holder and holder.get("pid") and args.force:
+            os.kill(int(holder["pid"]), signal.SIGTERM)
+            print(f"sent SIGTERM to pid {holder['pid']} (holder of {settings.data_dir})")
+        elif holder:
+            print(
+                f"{settings.data_dir} is held by pid {holder.get('pid')}: use --force to"
+                " send it SIGTERM",
+                file=sys.stderr,
+            )
+            return 1
+        else:
+            return 1
+    deadline = time.monotonic() + args.drain + 10
+    while time.monotonic() < deadline:
+        if lock_holder(settings.data_dir) is None:
+            print(f"gateway of {settings.data_dir} stopped")
+            return 0
+        time.sleep(0.2)
+    print("the gateway is still running (draining); check `memory-tencentdb logs`", file=sys.stderr)
+    return 1
+
+
 def _offline(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
     """Settings and the data directory's lock for a command that rewrites it (None if held)."""
     from memory_tencentdb import cli
@@ -472,6 +574,16 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     add_gateway_options(p)
     p.set_defaults(fn=cmd_scenes)
+    p = sub.add_parser("logs", help="the gateway's log (<data_dir>/logs/gateway.log)")
+    p.add_argument("-n", "--lines", type=int, default=100, help="last N lines (0 = all)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p.add_argument("--data-dir", help="the data directory (default: the configured one)")
+    p.set_defaults(fn=cmd_logs)
+    p = sub.add_parser("stop", help="finish pending work and stop the running gateway")
+    p.add_argument("--drain", type=float, default=30, help="seconds to finish pending work")
+    p.add_argument("--force", action="store_true", help="SIGTERM the lock holder if it is mute")
+    add_gateway_options(p)
+    p.set_defaults(fn=cmd_stop)
     p = sub.add_parser("export", help="memories, history and source messages as JSONL")
     p.add_argument("--scope", help="only this scope (default: all)")
     p.add_argument("-o", "--output", help="file to write (default: standard output)")

@@ -30,4 +30,4 @@ def bar(desc: str, total: int | None = None, unit: str = "it", enabled: bool | N
         from tqdm import tqdm
     except ImportError:  # pragma: no cover - a dependency, but never fatal
         return _Quiet()
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True, leave=False)
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
@@ -29,9 +30,13 @@ class ReindexReport:
     l1_memories: int = 0
     vectors_kept: int = 0
     backup: str | None = None
+    # Lines with text but no record id: the original project's L0 format (``import
+    # --from-original`` reads those); counted so they are never skipped silently.
+    l0_foreign: int = 0
 
 
-def reindex(data_dir: Path, tz: tzinfo) -> ReindexReport:
+def reindex(data_dir: Path, tz: tzinfo, tick: Callable[[int], None] | None = None) -> ReindexReport:
+    """Rebuild; ``tick(1)`` after each day file (a progress bar's ``update``)."""
     data_dir = Path(data_dir)
     report = ReindexReport()
     db = data_dir / "memory.db"
@@ -47,10 +52,14 @@ def reindex(data_dir: Path, tz: tzinfo) -> ReindexReport:
             for _, line in files.read_lines(shard):
                 if "record_id" in line and "content" in line:
                     batch.append(line)
+                elif line.get("content") and line.get("sessionKey") is not None:
+                    report.l0_foreign += 1
                 if len(batch) >= 1000:
                     report.l0_messages += len(new.index_l0_lines(batch, rel))
                     batch = []
             report.l0_messages += len(new.index_l0_lines(batch, rel))
+            if tick:
+                tick(1)
         for shard in files.shards(data_dir / "records"):
             rel = f"records/{shard.name}"
             for _, line in files.read_lines(shard):
@@ -62,6 +71,8 @@ def reindex(data_dir: Path, tz: tzinfo) -> ReindexReport:
                 else:
                     continue
                 report.l1_lines += 1
+            if tick:
+                tick(1)
         report.l1_memories = new.count("l1_memories")
         if db.exists():
             report.vectors_kept = _copy_vectors(new, db)

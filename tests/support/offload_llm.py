@@ -22,8 +22,12 @@ OFFLOAD_TASKS = ("offload-l1", "offload-l15", "offload-l2")
 # A label an LLM might well write: quotes, brackets, pipes, a bare `end`, Chinese, arrows.
 HOSTILE_LABEL = 'Run "pytest" [unit] | end --> 修复 {登录} (a<b>&c)'
 
-_ID = re.compile(r"\b(call[_A-Za-z0-9\-]*|toolu[_A-Za-z0-9\-]*|tests_[A-Za-z0-9_\-\.]+)\b")
-_PREFIX = re.compile(r"\b(\d{3})-N\d+\b")
+# The gateway's prompts list ids as "tool_call_id: <id>" (L1) and "<n>. [<id>] ..." (L2) and
+# name the canvas as "MMD prefix: NNN"; any other call_... id is taken as a fallback.
+_L1_ID = re.compile(r"^tool_call_id: (\S+)$", re.M)
+_L2_ID = re.compile(r"^\d+\. \[([^\]]+)\]", re.M)
+_ID = re.compile(r"\b(call_[A-Za-z0-9_\-]+)\b")
+_PREFIX = re.compile(r"MMD prefix: (\d{3})|\b(\d{3})-N\d+\b")
 
 
 def _prompt(request: dict[str, Any]) -> str:
@@ -81,7 +85,8 @@ class OffloadResponder:
 
     def _good(self, task: str, request: dict[str, Any]) -> str:
         text = _prompt(request)
-        ids = list(dict.fromkeys(_ID.findall(text)))
+        listed = _L1_ID.findall(text) if task == "offload-l1" else _L2_ID.findall(text)
+        ids = list(dict.fromkeys(listed or _ID.findall(text)))
         if task == "offload-l1":
             return json.dumps(
                 [
@@ -107,7 +112,7 @@ class OffloadResponder:
             )
         # offload-l2: a canvas with one node per id, in the prompt's canvas number.
         m = _PREFIX.search(text)
-        prefix = m.group(1) if m else "001"
+        prefix = (m.group(1) or m.group(2)) if m else "001"
         label = HOSTILE_LABEL if self.hostile else "step"
         lines = [
             '%% {"taskGoal": "fix the issue", "progress": "50"}',

@@ -155,7 +155,7 @@ SCOPE_HELP = (
     " ~/.hermes), hermes:<profile>@<8 hex> for another HERMES_HOME; OpenClaw: the agent id"
     " (main) for ~/.openclaw, <agent>@<8 hex> for another state directory; direct HTTP callers:"
     " their scope or user_id, else default. `memory-tencentdb scopes` lists them all."
-    " Default: %(default)s"
+    " Default: default (and, when it has no match, the scopes that do have data are named)"
 )
 
 
@@ -237,12 +237,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     settings = _settings(args)
     route = "/search/conversations" if args.conversations else "/search/memories"
-    body = {"query": args.query, "limit": args.limit, "scope": args.scope}
+    scope = args.scope or "default"
+    body = {"query": args.query, "limit": args.limit, "scope": scope}
     import httpx
 
     try:
         with _client(settings) as c:
             r = c.post(route, json=body)
+            if r.status_code == 200 and not r.json().get("items") and args.scope is None:
+                _hint_scopes(c, scope)
     except httpx.HTTPError as e:
         print(f"gateway not reachable: {e}", file=sys.stderr)
         return 1
@@ -260,6 +263,27 @@ def cmd_search(args: argparse.Namespace) -> int:
     data = r.json()
     print(json.dumps(data["items"], ensure_ascii=False, indent=2) if args.json else data["results"])
     return 0
+
+
+def _hint_scopes(client: Any, searched: str) -> None:
+    """Nothing in the default scope: name the scopes that do hold something (hosts write to
+    their own, e.g. ``hermes:default``), so an empty answer is not mistaken for no memory."""
+    try:
+        found = client.get("/scopes").json().get("scopes", [])
+    except Exception:  # noqa: BLE001 - a hint only; an older gateway has no /scopes
+        return
+    others = [
+        s for s in found if s.get("scope") != searched and (s.get("memories") or s.get("messages"))
+    ]
+    if others:
+        listed = ", ".join(
+            f"{s['scope']} ({s.get('memories', 0)} memories, {s.get('messages', 0)} messages)"
+            for s in others[:10]
+        )
+        print(
+            f"nothing in scope {searched!r}; scopes with data: {listed}. Use --scope.",
+            file=sys.stderr,
+        )
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
@@ -326,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_status)
     p = sub.add_parser("search", help="search memories (or conversations) of a running gateway")
     p.add_argument("query")
-    p.add_argument("--scope", default="default", help=SCOPE_HELP)
+    p.add_argument("--scope", help=SCOPE_HELP)
     p.add_argument("--limit", type=int, default=5)
     p.add_argument("--conversations", action="store_true", help="search raw messages (L0)")
     p.add_argument("--json", action="store_true")

@@ -129,3 +129,14 @@ def test_unset_variable_for_the_gateway_key_is_a_startup_error(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     assert "server.apiKey" in r.stderr and "MEMORY_API_KEY_FOR_TEST is not set" in r.stderr
     assert "listening on" not in r.stderr
+
+
+def test_search_without_scope_points_at_the_scopes_that_have_memories(
+    keyed_gateway: GatewayProcess,
+):
+    where = ("--port", str(keyed_gateway.port), "--data-dir", str(keyed_gateway.data_dir))
+    r = _cli("search", "爬山", *where)
+    assert r.returncode == 0, r.stderr
+    assert "No matching memories found." in r.stdout
+    # The memories are in the Hermes scope: say so instead of a bare "nothing".
+    assert "hermes:default" in r.stderr and "--scope" in r.stderr, r.stderr

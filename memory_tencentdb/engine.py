@@ -137,6 +137,25 @@ class Engine:
             log.info("query waited %.2fs for the embedding models to load", waited)
         return waited
 
+    def _await_fresh(self, scope: str, budget_s: float) -> float:
+        """Let the scope's pending extraction run first and wait for it, briefly: the turn
+        before this one (or the one-shot session that just ended) is then recallable."""
+        if self.pipeline is None:
+            return 0.0
+        if not self.pipeline.expedite(scope) or budget_s <= 0:
+            return 0.0
+        started = time.monotonic()
+        done = self.pipeline.wait_scope(scope, budget_s)
+        waited = time.monotonic() - started
+        log.log(
+            logging.INFO if done else logging.WARNING,
+            "recall for %s waited %.2fs for its in-flight extraction%s",
+            scope,
+            waited,
+            "" if done else " (still running: recalled without it)",
+        )
+        return waited
+
     def _query_budget(self) -> float:
         """Seconds a query may wait for models before retrieval, leaving time for retrieval."""
         total = self.settings.memory.recall.timeout_ms / 1000
@@ -147,6 +166,9 @@ class Engine:
     ) -> recall_service.RecallResult:
         cfg = self.settings.memory.recall
         waited = self._await_semantic(self._query_budget())
+        waited += self._await_fresh(
+            scope, min(cfg.extraction_wait_ms / 1000, self._query_budget() - waited)
+        )
         if waited:
             left_ms = max(1, int(cfg.timeout_ms - waited * 1000))
             cfg = cfg.model_copy(update={"timeout_ms": left_ms})
@@ -189,6 +211,11 @@ class Engine:
 
     def write_memory(self, **fields: Any) -> dict[str, Any]:
         return memory_service.write_memory(self.store, self.vectorizer, **fields)
+
+    def list_memories(
+        self, scope: str, session_key: str | None, history: bool, limit: int
+    ) -> list[dict[str, Any]]:
+        return memory_service.list_memories(self.store, scope, session_key, history, limit)
 
     def memory(self, memory_id: str, scope: str) -> dict[str, Any] | None:
         return memory_service.memory_with_trace(self.store, memory_id, scope)

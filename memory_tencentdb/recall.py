@@ -124,8 +124,9 @@ def _recall(
         # What ran: with the models not (yet) usable an empty answer was keyword-only.
         ran = cfg.strategy if vectorizer.state == "ready" else "keyword"
         result.strategy = hits.strategy if hits.ranked else ran
-        relevant, result.relevance = relevant_hits(hits, cfg.max_results)
-        rows = store.l1_rows([r for r, _ in relevant[: cfg.max_results]])
+        rows = store.l1_rows([r for r, _ in hits.ranked])
+        standing = {r for r, row in rows.items() if row["type"] == "instruction"}
+        relevant, result.relevance = relevant_hits(hits, cfg.max_results, standing)
         for rowid, score in relevant[: cfg.max_results]:
             row = rows.get(rowid)
             if row is None or row["status"] != "active":
@@ -174,10 +175,14 @@ RELEVANCE_KEEP = 1.5
 COVERAGE_PASS = 0.6
 
 
-def relevant_hits(hits: Any, window: int) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+def relevant_hits(
+    hits: Any, window: int, standing: set[int] | None = None
+) -> tuple[list[tuple[int, float]], dict[str, Any]]:
     """The hits that pass the relevance cut, and a summary for the answer. The gate looks at
-    the best ``window`` candidates. Without a measured relevance (keyword-only recall, models
-    not loaded) nothing is cut and the summary says so."""
+    the best ``window`` candidates. ``standing`` rows (the user's instructions to the assistant,
+    which bear on every answer) are never cut. Without a measured relevance (keyword-only
+    recall, models not loaded) nothing is cut and the summary says so."""
+    standing = standing or set()
     ev = hits.evidence
     measured = any(e.relevance is not None for e in ev.values())
     if not hits.ranked or not measured:
@@ -190,8 +195,10 @@ def relevant_hits(hits: Any, window: int) -> tuple[list[tuple[int, float]], dict
         return e.coverage >= COVERAGE_PASS or (e.relevance is not None and e.relevance >= bar)
 
     gate = any(passes(r, RELEVANCE_GATE) for r, _ in hits.ranked[:window])
-    kept = [(r, s) for r, s in hits.ranked if gate and passes(r, RELEVANCE_KEEP)]
+    kept = [(r, s) for r, s in hits.ranked if r in standing or (gate and passes(r, RELEVANCE_KEEP))]
     summary = {"applied": True, "considered": len(hits.ranked), "passed": len(kept)}
+    if standing:
+        summary["standing_instructions"] = sum(1 for r, _ in kept if r in standing)
     if not kept:
         summary["note"] = "nothing stored is related to this query"
     return kept, summary

@@ -21,6 +21,7 @@ from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import prompts, rules
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.db import Store, new_id, now_iso
+from memory_tencentdb.text import tokenize
 from memory_tencentdb.text.sanitize import is_noise
 from memory_tencentdb.vectorizer import Vectorizer
 
@@ -33,6 +34,9 @@ MAX_MESSAGE_CHARS = 2000
 TYPES = ("persona", "episodic", "instruction")
 TYPE_ALIASES = {"episode": "episodic", "instruct": "instruction", "preference": "persona"}
 UNKNOWN_SCENE = ("Unknown scene", "未知情境")
+# How clearly a stated change must be about an earlier memory (z-score against the reference
+# questions, as recall's relevance cut) to replace it when they share no word.
+CHANGE_RELEVANCE = 2.5
 
 
 @dataclass
@@ -543,6 +547,14 @@ class L1Extractor:
                     continue
                 if same:
                     d.action, d.targets = "update", [r["id"] for r in same]
+            if not d.targets and rules.is_change(item.content):
+                # A new rule for the assistant replaces an old one only when it names it.
+                least = 2 if item.metadata.get("rule") == "rule" else 1
+                target = _changed_memory(item.content, pool, least) or self._closest_changed(
+                    chunk.scope, item.content
+                )
+                if target is not None:
+                    d.action, d.targets = "update", [target["id"]]
             if rules.normalise(d.content or item.content) in seen:
                 decisions.append(Decision(item, "skip"))
                 continue
@@ -567,6 +579,25 @@ class L1Extractor:
                 batch = [b for b in batch if b["id"] not in gone]
                 existing = [e for e in existing if e["id"] not in gone]
         return decisions
+
+    def _closest_changed(self, scope: str, text: str) -> dict[str, Any] | None:
+        """For a stated change that names nothing it shares with an earlier memory
+        ("我们现在改用钉钉了" after "我们用企业微信沟通"): the stored memory closest in meaning, if
+        it clears the relevance bar recall uses (it is clearly about the same thing)."""
+        if not rules.switch_verb(text):
+            return None
+        try:
+            hits = retrieve(self.store, self.vectorizer, "l1", scope, text, "hybrid", depth=3)
+        except Exception as e:  # noqa: BLE001 - no target is a safe answer
+            log.warning("change target lookup failed: %s", e)
+            return None
+        for rowid, _ in hits.ranked[:1]:
+            ev = hits.evidence.get(rowid)
+            if ev is not None and ev.relevance is not None and ev.relevance >= CHANGE_RELEVANCE:
+                row = self.store.l1_rows([rowid]).get(rowid)
+                if row and row["status"] == "active" and row["scope"] == scope:
+                    return row
+        return None
 
     def _switch_target(
         self, chunk: Chunk, item: Extracted, pool: list[dict[str, Any]]
@@ -627,6 +658,18 @@ class L1Extractor:
                 ],
             )
         return len(plan.get("ops", []))
+
+
+def _changed_memory(text: str, pool: list[dict[str, Any]], least: int = 1) -> dict[str, Any] | None:
+    """The earlier memory a stated change replaces ("We've moved off MongoDB" -> "Our backend
+    uses MongoDB"): the one it points at most strongly (a named old value counts most, then
+    shared subject words), the most recent on a tie; None when nothing is pointed at."""
+    best, best_score = None, least - 1
+    for row in pool:  # newest first
+        score = rules.change_affinity(text, row["content"], tokenize.query_terms)
+        if score > best_score:
+            best, best_score = row, score
+    return best
 
 
 def _as_scene_list(data: Any) -> list[dict[str, Any]] | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
@@ -41,6 +42,7 @@ class RuleMemory:
 SCENES = {
     "rule": ("Rules for the assistant", "对助手的要求"),
     "constraint": ("Project decisions", "项目约定"),
+    "convention": ("Project decisions", "项目约定"),
     "switch": ("Project decisions", "项目约定"),
     "preference": ("Preferences and habits", "偏好与习惯"),
     "habit": ("Preferences and habits", "偏好与习惯"),
@@ -50,6 +52,7 @@ SCENES = {
 KIND_TYPE = {
     "rule": "instruction",
     "constraint": "instruction",
+    "convention": "instruction",
     "switch": "instruction",
     "preference": "persona",
     "habit": "persona",
@@ -59,6 +62,7 @@ KIND_TYPE = {
 KIND_PRIORITY = {
     "rule": 90,
     "constraint": 85,
+    "convention": 80,
     "switch": 85,
     "preference": 70,
     "habit": 70,
@@ -83,6 +87,45 @@ _FILLERS_EN = re.compile(
 _FILLERS_ZH = re.compile(
     r"^(?:好的|好吧|对了|另外|还有|顺便说一下|顺便说|顺便|嗯+|哦+|那个|其实|然后|而且|并且|首先|其次|最后|第[一二三四五六七八九十]条?|规则[一二三四五六七八九十\d]*)[，,：:\s]*"
 )
+
+
+# "Remember: ...", "Just so you know, ...", "记住：...": the user flags a statement as worth
+# keeping. The prefix is not a rule for the assistant; what follows is classified on its own
+# ("Remember to always ..." stays a rule because of what follows).
+_EN_REMEMBER = re.compile(
+    r"^(?:please\s+)?(?:(?:do\s+)?remember|note|keep in mind|bear in mind|for the record|"
+    r"just so you know|just fyi|fyi|for your information|heads up|don'?t forget|"
+    r"for future reference|make a note|take note|note to self|memo|update|quick update|"
+    r"correction|small correction|scratch that|change of plans?|one correction)"
+    r"(?:\s+(?:this|that))?(?:\s*[:：,，-]\s*|\s+(?=that\b|i\b|i'|my\b|we\b|our\b|to\b))"
+    r"(?:that\s+)?",
+    re.IGNORECASE,
+)
+_ZH_REMEMBER = re.compile(
+    r"^(?:请你?|帮我)?(?:记住|记一下|记下来|记下|记着|记好|备注一下|备注|补充一下|告诉你(?:一下)?|"
+    r"提醒你(?:一下)?|说明一下|注意[：:]|顺便说一?下|跟你说(?:一下)?|"
+    r"你要知道|你记一下|给你说一下|说一下|更正一下|更正|更新一下|纠正一下|纠正|说错了|改一下)"
+    r"(?:一下)?[：:，,\s]*"
+)
+
+
+_CORRECTION = re.compile(
+    r"^(?:update|quick update|correction|small correction|one correction|scratch that|"
+    r"change of plans?|更正|更新|纠正|说错了|改一下)",
+    re.IGNORECASE,
+)
+
+
+def strip_remember(sentence: str) -> tuple[str, bool]:
+    """``sentence`` without a "remember:" style prefix, and whether there was one."""
+    for pattern in (_EN_REMEMBER, _ZH_REMEMBER):
+        m = pattern.match(sentence)
+        if m and m.end() < len(sentence):
+            rest = sentence[m.end() :].strip()
+            if rest.lower().startswith("to "):
+                rest = rest[3:].strip()  # "Remember to always ..." -> "always ..."
+            return rest, True
+    return sentence, False
 
 
 def sentences(text: str) -> list[str]:
@@ -187,7 +230,9 @@ _EN_FACT = re.compile(
     r"working on)|i study|i own|i use\b|we use\b|"
     r"my (?:\w+ ){0,2}" + _STABLE_NOUNS + r" (?:is|are|was)\b|"
     r"our (?:project|team|company|app|product|stack|codebase|repo|repository|database|backend|"
-    r"frontend|service|api|product|startup|office) (?:is|are|uses|runs|has|lives)\b)",
+    r"frontend|service|api|product|startup|office) (?:is|are|uses|runs|has|lives)\b|"
+    r"(?:the|our) [\w-]+(?: [\w-]+)? (?:runs on|run on|uses|is hosted on|is deployed on|"
+    r"lives in|is built with|is written in|is on)\b)",
     re.IGNORECASE,
 )
 _EN_NOT_RULES = re.compile(
@@ -238,12 +283,61 @@ _EN_REPLACE = re.compile(
     re.IGNORECASE,
 )
 _PRONOUN_SUBJECT = re.compile(r"^(?:i|you|we|he|she|they|it|this|that|there)$", re.IGNORECASE)
+_EN_FIRST_PERSON = re.compile(r"^(?:i|i'm|i’m|i've|i'd|my|we|we're|we've|our|me and|mine)\b", re.I)
+# First-person openings that are conversation, not something about the user to keep.
+_EN_CHITCHAT = re.compile(
+    r"^(?:i (?:think|guess|believe|suppose|hope|wonder|mean|see|agree|disagree|understand|know|"
+    r"feel like|bet|doubt|wish|was wondering|was just|just wanted|want to know|need help|"
+    r"need you|would love to know|'?d love to know|can'?t believe|have a question|have no idea|"
+    r"appreciate|forgot|remember when|totally|really appreciate|got it|get it|will|'?ll|"
+    r"have a (?:quick |small |short |silly |dumb )?(?:question|problem|issue|idea)|"
+    r"would|could|might|may|should|can see|can tell|have to go|gotta|must say)|"
+    r"i(?:'m| am) (?:sure|not sure|glad|happy to hear|sorry|afraid|curious|wondering|fine|good|"
+    r"okay|ok|excited|so excited|tired|back|here|done|ready|going to|gonna|about to|thinking|"
+    r"just|kidding|joking|impressed|confused|lost)|"
+    r"my (?:bad|pleasure|apologies|question|point|guess)|me too|me neither|we'?ll|we will|"
+    r"we should|we could|we can)\b",
+    re.IGNORECASE,
+)
+# A passing state, not something lasting about the user: "I'm a bit tired today".
+_EN_TRANSIENT = re.compile(
+    r"\b(?:today|tonight|right now|at the moment|again|this morning|this afternoon|"
+    r"this evening|just now|for now|so far)\b",
+    re.IGNORECASE,
+)
+_EN_NEGATED_HABIT = re.compile(
+    r"^i (?:don'?t|do not|never|no longer|can'?t|cannot|won'?t|only|rarely|hardly ever|avoid|"
+    r"stay away from|gave up|quit|stopped)\b",
+    re.IGNORECASE,
+)
+_EN_STANDING_IMPERATIVE = re.compile(
+    r"^(?:please\s+)?(?:use|answer|reply|respond|format|wrap|indent|name|keep|prefer|"
+    r"stick to|default to|sign|address|call me|refer to me|spell|quote|cite|comment|"
+    r"document|commit|capitalise|capitalize|abbreviate)\b",
+    re.IGNORECASE,
+)
+_EN_ONE_OFF_REQUEST = re.compile(
+    r"\b(?:this|that|these|those|here|now|today|tonight|yet|it|me a|me an|me some|"
+    r"the following|above|below|again|for me)\b",
+    re.IGNORECASE,
+)
+
+
+_EN_YOU_CHAT = re.compile(
+    r"^you(?:'re| are| must| should| have to| need to| might| could| would| will|'ll)?"
+    r"(?: (?:totally|definitely|really|so|probably|just|absolutely|surely))?"
+    r" (?:have|had|be|been|try|come|see|go|visit|check|get some|take care|rest|love|like|enjoy|"
+    r"feel|deserve|look|sound|seem|know|remember when|did|were|was|made|got)\b",
+    re.IGNORECASE,
+)
 
 
 def _classify_en(s: str) -> RuleMemory | None:
-    if s.endswith("?") or _EN_QUESTION.match(s) or _EN_NOT_RULES.match(s):
+    if s.endswith("?") or _EN_QUESTION.match(s) or _EN_NOT_RULES.match(s) or _EN_YOU_CHAT.match(s):
         return None
     if len(s.split()) < 3 and not _EN_SWITCH.match(s):
+        if len(s.split()) == 2 and re.match(r"^i(?:'m|’m)\s+\w{3,}", s, re.I):
+            return _make(s, "fact")  # "I'm vegan", "I'm colorblind"
         return None
     body = _trim_end(s)
     for pattern in (_EN_SWITCH, _EN_INSTEAD, _EN_REPLACE):
@@ -283,6 +377,18 @@ def _classify_en(s: str) -> RuleMemory | None:
         return _make(s, "event")
     if _EN_FACT.match(s):
         return _make(s, "fact", slot=_en_slot(body))
+    if _EN_CHITCHAT.match(s):
+        return None
+    if _EN_NEGATED_HABIT.match(s):
+        return _make(s, "preference")
+    if (
+        _EN_FIRST_PERSON.match(s)
+        and not re.search(r"\byou(?:r|'re|’re)?\b", s, re.I)
+        and not _EN_TRANSIENT.search(s)
+    ):
+        return _make(s, "fact", slot=_en_slot(body))
+    if _EN_STANDING_IMPERATIVE.match(s) and not _EN_ONE_OFF_REQUEST.search(s):
+        return _make(s, "rule")
     return None
 
 
@@ -329,14 +435,29 @@ _ZH_CONSTRAINT = re.compile(
 )
 _ZH_MY_SLOT = re.compile(r"^(?:我|我们)的(?P<subject>.{1,10}?)(?:是|叫|用的是|用)(?P<value>.+)$")
 _ZH_SWITCH = re.compile(
-    r"^(?:那|那就|那我们|我们|咱们|还是|就|干脆|以后|现在|请|要)*"
-    r"(?:把(?P<subject>.{1,20}?))?(?:换成|改成|改用|切换到|切换成|换到|改为|迁移到|换用|改回|转到|转用|迁到)"
+    r"^(?:那|那就|那我们|我们|咱们|还是|就|干脆|以后|现在|请|要|决定|已经|打算|准备)*"
+    r"(?:把?(?P<subject>[^，,。我你]{1,20}?)(?:从(?P<old>[^，,。]{1,20}?))?)?"
+    r"(?:换成|改成|改用|切换到|切换成|换到|改为|迁移到|换用|改回|转到|转用|迁到|换了|改到|调到|"
+    r"挪到|推到|提前到|推迟到)"
     r"(?P<value>.{1,40})$"
 )
 _ZH_NOT_ANYMORE = re.compile(
     r"^(?:我们|咱们)?(?:不用|不再用|不要用|别用)(?P<old>.{1,20}?)了?[，,]?(?:改用|换成|改成|用)(?P<value>.{1,40})$"
 )
 _ZH_PARTICLES = re.compile(r"[吧了啊呀哦呢嘛啦吖]+$")
+_ZH_FIRST_PERSON = re.compile(r"^(?:我|咱们|本人)")
+_ZH_CHITCHAT = re.compile(
+    r"^(?:算了|不用了|没关系|好吧|行吧|好的|没事|无所谓|"
+    r"我(?:觉得|认为|想问|想知道|想请教|猜|看看|希望你|不知道|不确定|明白|知道了|懂了|同意|"
+    r"也这么|以为|怀疑|感觉|好像|是说|要去|先|马上|一会|待会|有个问题|有一个问题|想让你|需要你|"
+    r"请你|就是|只是想|随便|开玩笑|太|好|挺好|没事|还好|在想|刚才|去看看|试试|来|问一下|问你)|"
+    r"我们(?:一起|去|来|先|可以|应该|要不|待会|下次|明天|今天))"
+)
+# "代码注释用中文", "提交记录以中文动词开头": a convention about a thing, no rule word needed.
+_ZH_CONVENTION = re.compile(
+    r"^(?P<subject>[^，,。！？；我你他她它这那请]{2,12}?)(?:统一|一律|都|全部|全都)?"
+    r"(?:用|使用|采用|以|选用|走|放在|放到|遵循|按照|按)(?P<value>[^，,。！？；]{1,40})$"
+)
 
 
 def _classify_zh(s: str) -> RuleMemory | None:
@@ -358,7 +479,7 @@ def _classify_zh(s: str) -> RuleMemory | None:
                     switch_to=value,
                     switch_from=old,
                 )
-    if short:
+    if short and not re.match(r"^我[\u3400-\u9fff]{2}$", body):
         return None
     m = _ZH_FAVOURITE.match(body)
     if m:
@@ -368,7 +489,14 @@ def _classify_zh(s: str) -> RuleMemory | None:
     if _ZH_HABIT.match(body):
         return _make(s, "habit")
     stripped = re.sub(r"^(?:以后|今后|从现在开始|从现在起|往后)[，,]?", "", body)
-    if _ZH_RULE_START.match(body) or (_ZH_REQUEST.match(body) and _ZH_PERSIST.search(body)):
+    answer_style = re.match(
+        r"^(?:回答|回复|答复|输出|解释)(?:时|的时候)?(?:请|要|都|务必|尽量|一律|必须)", body
+    )
+    if (
+        _ZH_RULE_START.match(body)
+        or answer_style
+        or (_ZH_REQUEST.match(body) and _ZH_PERSIST.search(body))
+    ):
         m = _ZH_CONSTRAINT.match(stripped)
         if m and not re.match(r"^(?:我|你|请|回答|回复)", m.group("subject")):
             return _make(s, "constraint", slot=(m.group("subject"), _trim_end(m.group("value"))))
@@ -386,6 +514,18 @@ def _classify_zh(s: str) -> RuleMemory | None:
         m = _ZH_MY_SLOT.match(body)
         slot = (m.group("subject"), _trim_end(m.group("value"))) if m else None
         return _make(s, "fact", slot=slot)
+    if _ZH_CHITCHAT.match(body) or re.search(r"你|又|今天|刚才|刚刚|这会儿|此刻|暂时", body):
+        return None
+    if _ZH_FIRST_PERSON.match(body):
+        kind = (
+            "preference"
+            if re.match(r"^我(?:只|不|从不|从来不|不再|很少|绝不|一点也不)", body)
+            else "fact"
+        )
+        return _make(s, kind)
+    m = _ZH_CONVENTION.match(body)
+    if m:
+        return _make(s, "convention", slot=(m.group("subject"), _trim_end(m.group("value"))))
     return None
 
 
@@ -432,10 +572,26 @@ _SPLIT_EN = re.compile(
 _SPLIT_ZH = re.compile(r"[，,、]|并且|而且|同时")
 
 
+_FRAME_ONLY = re.compile(
+    r"^(?:from now on|going forward|from here on|in (?:the )?future|by default|always|"
+    r"whenever possible|if possible|please|also|以后|今后|从现在开始|从现在起|往后|默认|另外|还有|请|"
+    r"记住|以后的话)$",
+    re.IGNORECASE,
+)
+
+
 def _split_compound(sentence: str) -> list[str]:
     """ "Always answer in English, never use emojis, and keep answers short" -> three rules."""
     zh = has_cjk(sentence)
     parts = [p.strip() for p in (_SPLIT_ZH if zh else _SPLIT_EN).split(sentence) if p and p.strip()]
+    # "From now on, keep answers short": a leading time frame belongs to what follows.
+    merged: list[str] = []
+    for p in parts:
+        if merged and _FRAME_ONLY.match(merged[-1]):
+            merged[-1] = f"{merged[-1]}{'，' if zh else ', '}{p}"
+        else:
+            merged.append(p)
+    parts = merged
     if len(parts) < 2:
         return [sentence]
     classified = [classify(p, inherit_rule=False) for p in parts]
@@ -457,11 +613,45 @@ def _split_compound(sentence: str) -> list[str]:
     return [sentence]
 
 
+def _stated_change(s: str) -> bool:
+    """A statement (not a question, not addressed to the assistant, not chatter) that says
+    something changed: kept even when no other pattern knows its phrasing."""
+    if s.endswith(("?", "？")) or not is_change(s):
+        return False
+    if has_cjk(s):
+        return (
+            len(_CJK.findall(s)) >= 6
+            and not _ZH_QUESTION.search(s)
+            and not re.search(r"你", s)
+            and not _ZH_CHITCHAT.match(s)
+        )
+    return (
+        len(s.split()) >= 3
+        and not _EN_QUESTION.match(s)
+        and not re.search(r"\byou(?:r|'re)?\b", s, re.I)
+        and not _EN_CHITCHAT.match(s)
+        and not _EN_NOT_RULES.match(s)
+    )
+
+
 def classify(sentence: str, inherit_rule: bool = False) -> RuleMemory | None:
     s = _clean(sentence)
     if not s or len(s) > 300:
         return None
+    original = s
+    s, flagged = strip_remember(s)
+    s = _clean(s)
+    if not s:
+        return None
+    correction = flagged and bool(_CORRECTION.match(original))
     found = _classify_zh(s) if has_cjk(s) else _classify_en(s)
+    if found is None and flagged and not s.endswith(("?", "？")):
+        found = _make(s, "fact")  # "Remember: the wifi password is hunter2"
+    if found is None and _stated_change(s):
+        found = _make(s, "fact")  # "These days I cycle to work", "站会改到十点了"
+    if found is not None and correction:
+        # "Correction: I'm 34, not 33": the word says this replaces something; keep it.
+        found.content = _make(original, found.kind).content
     if found is None and inherit_rule:
         zh = has_cjk(s)
         if (len(_CJK.findall(s)) >= 4 if zh else len(s.split()) >= 3) and not (
@@ -504,6 +694,12 @@ def extract(text: str) -> list[RuleMemory]:
             (p, f if f is not None or not _imperative(p) else classify(p, inherit_rule=True))
             for p, f in found
         ]
+    # "我们团队用飞书沟通，文档放在语雀": beside a statement about the user, "X 用 Y" describes
+    # how they work, not a rule for the assistant.
+    if any(f is not None and f.type == "persona" for _, f in found):
+        found = [
+            (p, _as_fact(f) if f is not None and f.kind == "convention" else f) for p, f in found
+        ]
     out: list[RuleMemory] = []
     seen: set[str] = set()
     for _, f in found:
@@ -514,6 +710,18 @@ def extract(text: str) -> list[RuleMemory]:
             seen.add(key)
             out.append(f)
     return out
+
+
+def _as_fact(m: RuleMemory) -> RuleMemory:
+    zh = has_cjk(m.content)
+    return RuleMemory(
+        content=m.content,
+        type="persona",
+        priority=KIND_PRIORITY["fact"],
+        kind="fact",
+        scene_name=SCENES["fact"][1 if zh else 0],
+        slot=m.slot,
+    )
 
 
 def _imperative(sentence: str) -> bool:
@@ -565,3 +773,107 @@ def value_kind(value: str) -> str:
     if re.search(r"[A-Za-z]", v):
         return "name"
     return "other"
+
+
+# ----------------------------------------------------------------------------- changes
+
+_CHANGE_EN = re.compile(
+    r"(?<!from )\b(?:now|switched|switching|switch|moved|moving|changed|change|replaced|replace|no longer|"
+    r"anymore|any more|stopped|quit|left|instead|migrated|migrating|ditched|dropped|gave up|"
+    r"these days|rather than|used to|not .{1,30} but|started|new|in favou?r of|"
+    r"update|updated|correction|not any ?more|went back to|going with|not \d+|not [A-Z]\w*)\b",
+    re.IGNORECASE,
+)
+_CHANGE_ZH = re.compile(
+    r"现在|改|换|不再|不用|不.{1,8}了|离职|搬到|搬去|迁|转|卖了|已经不|以后|开始|调到|挪到|推到|更正|纠正|"
+    r"更新|其实是|不是.{1,10}而是|"
+    r"从.{1,15}(?:到|成)"
+)
+_OLD_EN = re.compile(
+    r"\b(?:off|from|instead of|replaced|replace|left|quit|ditched|dropped|stopped(?: using)?|"
+    r"no longer (?:use|uses|using|on|at|in|with|drink|eat|run|deploy on|work at|work for|live in)|"
+    r"moved away from|gave up|not)\s+(?P<old>[\w.+#-]+(?: [A-Z0-9][\w.+#-]*)?)",
+    re.IGNORECASE,
+)
+_OLD_ZH = re.compile(
+    r"(?:不用|不再用|不再|不)(?P<a>[^，,。；了]{1,12}?)了|从(?P<b>[^，,。；]{1,12}?)(?:改|换|转|离职|搬|迁)|"
+    r"把(?P<c>[^，,。；]{1,12}?)(?:卖|换|改|扔|退)|(?P<d>[^，,。；]{1,12}?)(?:不用了|卖了|退了)"
+)
+_SUBJECT_FAMILIES = (
+    ("residence", r"\blive[sd]?\b|\bliving\b|\bmoved? (?:to|into)\b|\bbased in\b|住|搬"),
+    (
+        "employer",
+        r"\bwork(?:s|ed|ing)? (?:at|for)\b|\bjoined\b|\bleft\b|\bjob\b|工作|上班|入职|离职|跳槽",
+    ),
+    ("phone", r"\bphone\b|iphone|android|pixel|手机|安卓|苹果"),
+    ("car", r"\bcar\b|\bdrive\b|\bdriving\b|车"),
+    ("contact", r"e-?mail|phone number|\bnumber\b|邮箱|手机号|电话|微信号"),
+    ("age", r"\byears? old\b|\bi'?m \d{1,2}\b|\bage\b|\d+\s*岁|[一二三四五六七八九十]+岁|今年"),
+    ("diet", r"vegetarian|vegan|\bmeat\b|\bfish\b|吃素|素食|吃肉"),
+    ("commute", r"to work\b|commute|上班|通勤"),
+    ("schedule", r"standup|stand-up|meeting|\bsync\b|站会|例会|周会|开会"),
+    (
+        "messaging",
+        r"slack|\bteams\b|discord|telegram|whatsapp|\bchat\b|钉钉|企业微信|飞书|沟通|聊天",
+    ),
+)
+_GENERIC_WORDS = frozenset(
+    "now use uses using used switched switch moved changed change replaced replace instead "
+    "longer anymore stopped left actually really also new old 现在 改 换 改成 换成 改用 已经 了 "
+    "决定 我们 项目 不用 不再 更".split()
+)
+
+
+def is_change(text: str) -> bool:
+    """Whether a statement says something changed ("now", "switched", "改用", "不用…了")."""
+    return bool((_CHANGE_ZH if has_cjk(text) else _CHANGE_EN).search(text))
+
+
+def named_old_values(text: str) -> list[str]:
+    """Values the statement says are no longer so: "moved off MongoDB", "不用 Jira 了"."""
+    out: list[str] = []
+    if has_cjk(text):
+        for m in _OLD_ZH.finditer(text):
+            v = next((g for g in m.groups() if g), "")
+            v = v.strip()
+            short = re.sub(r"^(?:再|用|喝|吃|在|是|做)", "", v)
+            out.append(short if len(short) >= 2 else v)
+    for m in _OLD_EN.finditer(text):
+        v = m.group("old").strip()
+        if len(v) >= 2 and v.lower() not in STOP_TOKENS:
+            out.append(v)
+    return out
+
+
+STOP_TOKENS = frozenset("the a an my our to in at on it this that there here".split())
+
+
+def families(text: str) -> set[str]:
+    low = text.lower()
+    return {name for name, pattern in _SUBJECT_FAMILIES if re.search(pattern, low)}
+
+
+def change_affinity(new: str, old: str, terms: Any) -> int:
+    """How strongly ``new`` (a change) points at the earlier memory ``old``: 2 when it names a
+    value ``old`` holds, plus shared subject words (``terms`` tokenises) and a shared family."""
+    score = 0
+    low_old = old.lower()
+    if any(v.lower() in low_old for v in named_old_values(new)):
+        score += 2
+    shared = (set(terms(new)) & set(terms(old))) - _GENERIC_WORDS
+    score += min(len(shared), 2)
+    if families(new) & families(old):
+        score += 1
+    return score
+
+
+_SWITCH_VERB = re.compile(
+    r"改用|换成|改成|换用|切换|迁移到|迁到|转用|改到|调到|\b(?:switched|moved|migrated|changed|"
+    r"replaced|went|going with|now use|now on|use .{1,30} now|ditched|dropped)\b",
+    re.IGNORECASE,
+)
+
+
+def switch_verb(text: str) -> bool:
+    """Whether the statement replaces something with something else (not only "now")."""
+    return bool(_SWITCH_VERB.search(text))

@@ -388,6 +388,21 @@ class Store:
         row = cur.fetchone()
         return self._as_dict(cur, row) if row else None
 
+    def list_memories(
+        self, scope: str, session_key: str | None, history: bool, limit: int
+    ) -> list[dict[str, Any]]:
+        where, params = "scope = ?", [scope]
+        if not history:
+            where += " AND status = 'active'"
+        if session_key:
+            where += " AND session_key = ?"
+            params.append(session_key)
+        cur = self.reader().execute(
+            f"SELECT {L1_COLUMNS} FROM l1_memories WHERE {where} ORDER BY rowid DESC LIMIT ?",
+            (*params, limit),
+        )
+        return [self._as_dict(cur, r) for r in cur.fetchall()]
+
     def memory_history(self, memory_id: str) -> list[dict[str, Any]]:
         """Memories this one replaced (directly or transitively), newest first."""
         out: list[dict[str, Any]] = []

@@ -45,7 +45,10 @@ def _unstorable(value: Any) -> tuple[str, str] | None:
                 return path, "text contains a lone UTF-16 surrogate (not valid Unicode)"
         elif isinstance(v, float):
             if not math.isfinite(v):
-                return path, f"{v!r} is not a finite number (NaN and Infinity are not JSON)"
+                return (
+                    path,
+                    f"{v!r} is not a finite number (NaN, Infinity and numbers past 1.8e308 cannot be stored)",
+                )
         elif isinstance(v, dict):
             for key, item in v.items():
                 if isinstance(key, str) and not key.isascii() and not _is_utf8(key):

@@ -89,11 +89,6 @@ function setup(api) {
   if (config.autoStart.enabled && typeof api.registerService === "function") {
     api.registerService(gatewayService(config, link, hooks));
   }
-  // One-shot runs never start services: start the gateway now if nothing listens, so it loads
-  // while OpenClaw prepares the turn. Only in the full pass, not in discovery passes.
-  if (config.autoStart.enabled && api.registrationMode === "full" && (config.recall.enabled || config.capture.enabled)) {
-    link.prewarm();
-  }
 }
 
 // Inside a long-lived OpenClaw Gateway the service starts our gateway with OpenClaw (without

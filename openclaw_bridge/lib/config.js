@@ -26,8 +26,10 @@ export const DEFAULTS = Object.freeze({
     args: ["serve"],
     cwd: "",
     readyTimeoutMs: 20_000,
-    // How long the first call of a turn waits for a gateway being started (models loaded).
-    waitMs: 8_000,
+    // How long the first call of a turn waits for a gateway being started (models loaded). In
+    // `agent --local` OpenClaw loads the plugin only just before the turn, so a cold start
+    // (3-4 s on 2 busy cores, more under heavy load) falls inside that first call.
+    waitMs: 10_000,
     // The started gateway exits after this long without a request (0 = never).
     idleExitSeconds: 900,
   },

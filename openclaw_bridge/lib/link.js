@@ -94,10 +94,11 @@ export class GatewayLink {
       const judged = this.#judge(probe.data);
       if (!judged.ok || judged.ready || !forModels) return { ...judged, waited: false };
     } else {
-      if (!probe.refused || !this.config.autoStart.enabled) return { ok: false, reason: probe.reason };
+      // Only a call that may wait for it starts a gateway: never a session end or a tool call
+      // (say, during OpenClaw's shutdown, after we asked ours to stop).
+      if (!probe.refused || !this.config.autoStart.enabled || startWaitMs <= 0) return { ok: false, reason: probe.reason };
       const start = await this.#start();
       if (!start.started && !start.elsewhere) return { ok: false, reason: `gateway not running (${start.reason})` };
-      if (startWaitMs <= 0) return { ok: false, reason: "gateway starting" };
     }
     const waitStart = Date.now();
     const up = await this.waitUp(waitStart + startWaitMs, { ready });
@@ -132,6 +133,7 @@ export class GatewayLink {
   /** Start the gateway once at a time; after a failed start, not again before the cooldown. */
   async #start() {
     if (this.starting) return this.starting;
+    if (this.stopping) return { started: false, reason: "OpenClaw is shutting down" };
     // One we started that has not exited is still coming up: wait for it, never start another.
     if (this.supervisor?.pid && this.supervisor.exitCode == null) return { started: false, elsewhere: true };
     if (Date.now() < this.nextStartAt) return { started: false, reason: "last start failed; retrying later" };
@@ -165,12 +167,13 @@ export class GatewayLink {
     const gate = await this.ensure({ startWaitMs, ready, probeMs: Math.min(PROBE_MS, Math.max(100, timeoutMs / 2)) });
     if (!gate.ok) return { ok: false, reason: gate.reason, ...(gate.foreign && { foreign: true }) };
     const left = gate.waited ? timeoutMs : Math.max(100, began + timeoutMs - Date.now());
+    const sent = Date.now();
     let result = await this.client.post(path, body, { timeoutMs: left, signal });
     if (result.status === 401 && !this.config.apiKey) {
       const fresh = this.readKey(this.dataDir);
       if (fresh && fresh !== this.keyFromFile) {
         this.keyFromFile = fresh;
-        result = await this.client.post(path, body, { timeoutMs: Math.max(100, began + left - Date.now()), signal });
+        result = await this.client.post(path, body, { timeoutMs: Math.max(100, sent + left - Date.now()), signal });
       }
     }
     if (result.status === 401) {
@@ -184,20 +187,6 @@ export class GatewayLink {
       if (/^timeout after/.test(result.reason ?? "")) return { ...result, reason: `timeout after ${timeoutMs}ms` };
     }
     return result;
-  }
-
-  /**
-   * At registration of a run that may use memory: if nothing listens, start the gateway now, so
-   * it loads while OpenClaw prepares the turn (seconds to tens of seconds on a small machine)
-   * instead of inside the first hook's budget. Never waits, never throws, never trips the breaker.
-   */
-  prewarm() {
-    if (this.prewarmed) return;
-    this.prewarmed = true;
-    this.client
-      .probe(PROBE_MS, { bypassBreaker: true })
-      .then((probe) => (probe.ok ? this.#judge(probe.data) : probe.refused ? this.#start() : null))
-      .catch(() => {});
   }
 
   /** For a long-lived host: make sure a gateway runs, without waiting for it. */
@@ -219,6 +208,7 @@ export class GatewayLink {
 
   /** Stop the gateway this process started: ask it to drain, else SIGTERM; never wait, never SIGKILL. */
   async stopOwn() {
+    this.stopping = true;
     const pid = this.supervisor?.pid;
     if (!pid || this.supervisor.exitCode != null) return false;
     const asked = await this.client.post("/admin/shutdown", { drain_s: 30 }, { timeoutMs: 1_000 });

@@ -248,3 +248,15 @@ test("autoStart: a port that answers (even frozen or foreign) never gets a secon
     await frozen.close();
   }
 });
+
+test("autoStart: a session end or a tool call never starts a gateway (only turns that may wait for it do)", async () => {
+  const api = await bridgeWith({ port: await closedPort(), autoStart: { enabled: true, command: "no-such-command-xyz" } });
+  await api.fire("session_end", { sessionKey: "agent:main:x", sessionId: "s", reason: "shutdown" }, {});
+  const tool = api.tool("memory_tencentdb_memory_search", { agentId: "main", sessionKey: "agent:main:x" });
+  assert.match((await tool.execute("c", { query: "q" })).content[0].text, /unavailable \(unreachable: ECONNREFUSED\)/);
+  assert.ok(!api.warnings().some((w) => /could not start/.test(w)), api.warnings().join("\n"));
+  // A turn does try (and says why it could not).
+  await play(api, turn());
+  assert.ok(api.warnings().some((w) => /could not start the gateway \(no-such-command-xyz\)/.test(w)));
+  assert.equal(spooled(api).length, 1);
+});

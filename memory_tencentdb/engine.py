@@ -184,7 +184,9 @@ class Engine:
 
     def search_memories(self, query: str, scope: str, limit: int, **filters: Any) -> dict[str, Any]:
         self._await_semantic(self._query_budget())
-        return search_service.search_memories(
+        return recall_service.fair_share(
+            query,
+            search_service.search_memories,
             self.store,
             self.vectorizer,
             query,
@@ -199,7 +201,9 @@ class Engine:
         self, query: str, scope: str, limit: int, session_key: str | None = None
     ) -> dict[str, Any]:
         self._await_semantic(self._query_budget())
-        return search_service.search_conversations(
+        return recall_service.fair_share(
+            query,
+            search_service.search_conversations,
             self.store,
             self.vectorizer,
             query,

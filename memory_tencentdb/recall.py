@@ -48,6 +48,14 @@ LONG_QUERY_CHARS = 500
 _long_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recall-long")
 
 
+def fair_share(query: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn`` (a search for ``query``) on the long lane when the query is long, else here:
+    the search tools' long queries take turns with recall's instead of crowding the models."""
+    if len(query or "") <= LONG_QUERY_CHARS:
+        return fn(*args, **kwargs)
+    return _long_pool.submit(fn, *args, **kwargs).result()
+
+
 @dataclass
 class RecallResult:
     prepend_context: str = ""

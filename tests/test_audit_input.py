@@ -273,18 +273,20 @@ def test_huge_queries_do_not_starve_an_ordinary_recall(start_gateway, scope: str
     huge = ("请帮我看看这段日志 error timeout retry connection refused " * 2000)[:100_000]
     errors: list[str] = []
 
-    def flood() -> None:
+    def flood(route: str) -> None:
         try:
             with shared_gateway.client(timeout=120) as fc:
                 r = fc.post(
-                    "/recall", json={"session_key": "s", "scope": scope + "-flood", "query": huge}
+                    route, json={"session_key": "s", "scope": scope + "-flood", "query": huge}
                 )
                 if r.status_code not in (200, 413, 422):
                     errors.append(f"{r.status_code} {r.text[:200]}")
         except httpx.HTTPError as e:
             errors.append(repr(e))
 
-    threads = [threading.Thread(target=flood) for _ in range(8)]
+    # Eight huge recalls, and the model's search tools sending huge queries too.
+    routes = ["/recall"] * 8 + ["/search/memories", "/search/conversations"] * 3
+    threads = [threading.Thread(target=flood, args=(route,)) for route in routes]
     for t in threads:
         t.start()
     time.sleep(1.0)  # the huge queries are in the gateway's hands

@@ -208,9 +208,11 @@ class Shrinker:
         unit.removed = True
         self.total -= unit.tokens
 
-    def truncate_item(self, item: Item, keep_tokens: int) -> bool:
+    def truncate_item(self, item: Item, keep_tokens: int, system: bool = False) -> bool:
         m = item.msg
-        if m is None or item.state in ("stub", "synthetic", "truncated") or m.role == "system":
+        if m is None or item.state in ("stub", "synthetic", "truncated"):
+            return False
+        if m.role == "system" and not system:
             return False
         text = m.body
         if not text.strip():
@@ -330,6 +332,19 @@ class Shrinker:
             for item in u.items:
                 if item.state == "kept":
                     item.state = "orig"
+        return hit
+
+    def squeeze_system(self, target: float) -> bool:
+        """Last resort when everything else is cut: the system messages keep their head."""
+        hit = False
+        for u in self.out.units:
+            if self.total <= target:
+                break
+            if u.kind != "system" or u.removed:
+                continue
+            item = u.items[0]
+            keep = max(50, int(item.tokens - (self.total - target)) - 80)
+            hit = self.truncate_item(item, keep, system=True) or hit
         return hit
 
     def run(self) -> Outcome:

@@ -422,6 +422,14 @@ class OffloadService:
         shrinker = Shrinker(recorder, fmt, th, fixed)
         shrinker.build(msgs)
         outcome = shrinker.run()
+        if not block:  # this very call recorded the task's first steps: its canvas shows now
+            now = sess.state.get("active") or sess.state.get("previous")
+            if now and (sess.scope.layout.mmds / now).exists():
+                active = now
+                block, info = self._canvas_block(sess, active, canvas_cap)
+                shrinker.total += self.count(block) + 4
+                if shrinker.emergency():
+                    outcome.level = "emergency"
         history = (
             self._history_blocks(sess, outcome.removed, active)
             if outcome.level in ("aggressive", "emergency")
@@ -453,6 +461,18 @@ class OffloadService:
                 f" or canvas; files under {sess.scope.layout.root}."
             )
             total += self.count(guide_text) - old
+        if total > budget:  # only the system prompt is left to cut: keep its head
+            extra = total - shrinker.total
+            if shrinker.squeeze_system(budget - extra):
+                outcome.level = "emergency"
+            total = shrinker.total + extra
+        if total > budget:
+            log.warning(
+                "offload assemble: %d tokens cannot fit token_budget %d (session %s)",
+                total,
+                budget,
+                sess.key,
+            )
         self._mark(sess, outcome)
         out_msgs: list[dict[str, Any]] = []
         last_user = max(
@@ -488,6 +508,7 @@ class OffloadService:
                 "orphans_dropped": outcome.orphans,
                 "synthetic_results": outcome.synthetic,
                 "tokenizer": self.tokens.name,
+                "over_budget": total > budget,
             },
         }
 

@@ -364,3 +364,26 @@ def test_health_reports_offload(client):
     assert off["tokenizer"]["exact"] is True and off["tokenizer"]["name"].startswith("bpe-openai")
     assert off["llm"] is False and set(off["backlog"]) == {"l1", "l15", "l2"}
     assert set(off["last_error"]) >= {"l1", "l15", "l2", "l3"}
+
+
+def test_tiny_budgets_cut_down_to_the_system_prompt_or_say_so(client, scope):
+    """A2's repro: a real session whose system prompt plus first user message exceed the budget."""
+    from tests.support.agent_sessions import load_sessions
+
+    msgs = load_sessions("swe")[2].messages[:-1]
+    assert any(m["role"] == "tool" for m in msgs)
+    for i, budget in enumerate((1800, 1500, 600, 256)):
+        r = client.post("/offload/assemble", json={"session_key": f"tiny{i}", "scope": scope,
+                        "messages": msgs, "token_budget": budget})  # fmt: skip
+        assert r.status_code == 200, r.text
+        out = r.json()
+        check_valid(out["messages"])
+        assert len(canvas_messages(out["messages"])) == 1, budget
+        if out["stats"]["over_budget"]:
+            assert budget == 256 and out["estimated_tokens"] > budget
+        else:
+            assert out["estimated_tokens"] <= budget, budget
+    for m in msgs:
+        if m["role"] == "tool":
+            got = read(client, scope, tool_call_id=m["tool_call_id"]).json()
+            assert got["content"] == m["content"]

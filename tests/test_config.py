@@ -97,6 +97,7 @@ def test_defaults_match_the_original(home: Path, cwd: Path) -> None:
         "l2_min_interval_seconds": 900,
         "l2_max_interval_seconds": 3600,
         "session_active_window_hours": 24,
+        "extract_before_recall": True,  # new: not in the original
     }
     assert m.recall.model_dump() == {
         "enabled": True,
@@ -106,6 +107,7 @@ def test_defaults_match_the_original(home: Path, cwd: Path) -> None:
         "score_threshold": 0.3,
         "strategy": "hybrid",
         "timeout_ms": 5000,
+        "extraction_wait_ms": 1500,  # new: not in the original
     }
     e = m.embedding
     assert (e.provider, e.model, e.enabled, e.active) == ("local", "", True, True)

@@ -211,6 +211,9 @@ class PipelineSettings(Block):
     l2_min_interval_seconds: NonNegativeInt = 900
     l2_max_interval_seconds: PositiveInt = 3600
     session_active_window_hours: float = Field(24, gt=0)
+    # New: a recall first extracts what its scope captured but the schedule has not reached
+    # yet (see Pipeline.expedite), so a fact is recallable at the next turn.
+    extract_before_recall: bool = True
 
     @model_validator(mode="after")
     def _interval_order(self) -> PipelineSettings:
@@ -233,6 +236,9 @@ class RecallSettings(Block):
     score_threshold: float = Field(0.3, ge=0, le=1)
     strategy: Literal["keyword", "embedding", "hybrid"] = "hybrid"
     timeout_ms: PositiveInt = 5000
+    # New: how long a recall waits for its scope's in-flight L1 extraction (fresh facts), within
+    # timeout_ms; kept under the hosts' own recall budgets (2.5 s). 0 = never wait.
+    extraction_wait_ms: NonNegativeInt = 1500
 
     @field_validator("strategy", mode="before")
     @classmethod

@@ -166,7 +166,9 @@ def _changed(index: list[dict[str, Any]], since: str) -> list[dict[str, Any]]:
     out = []
     for e in index:
         try:
-            if datetime.fromisoformat(str(e.get("updated", ""))) > t0:
+            # >=: times have one-second resolution, and a scene updated in the same second as
+            # the last persona (a fast turn right after it) is a change, not "nothing new".
+            if datetime.fromisoformat(str(e.get("updated", ""))) >= t0:
                 out.append(e)
         except (ValueError, TypeError):
             out.append(e)

@@ -44,6 +44,9 @@ log = logging.getLogger("memory_tencentdb.pipeline")
 MAX_CHUNKS_PER_RUN = 20
 MAX_BACKOFF_SECONDS = 600
 FLUSH_TIMEOUT_SECONDS = 20.0
+# A scope recalled this recently is in an interactive session: its captures are extracted at
+# once instead of in warm-up batches (see Pipeline.expedite).
+RECALL_ACTIVE_SECONDS = 600.0
 BUILTIN_SKIP = (
     re.compile(r":memory-scene-extract-"),
     re.compile(r":subagent:"),
@@ -138,6 +141,7 @@ class Pipeline:
         self._scopes: dict[str, _Scope] = {}
         self._l1_queue: deque[tuple[str, str]] = deque()
         self._l2_queue: deque[tuple[str, str]] = deque()  # (stage, scope)
+        self._last_recall: dict[str, float] = {}  # scope -> monotonic time of its last recall
         self._stopping = False
         self._started = False
         self._threads: list[threading.Thread] = []
@@ -298,11 +302,21 @@ class Pipeline:
             sc = self._scope(scope) if scope in self._scopes else None
             if sc is not None:
                 sc.last_active = s.last_active
-            if s.count >= self._threshold(s):
+            if s.count >= self._threshold(s) or self._recalling(scope):
                 self._enqueue_l1(s)
             elif not s.queued:
                 s.idle_at = time.monotonic() + self.cfg.l1_idle_timeout_seconds
             self._cv.notify_all()
+
+    def _recalling(self, scope: str) -> bool:
+        """Whether a host recalls for this scope (a recall in the last few minutes): its next
+        turn will ask, so extract this turn now, while the user reads and types."""
+        at = self._last_recall.get(scope)
+        return (
+            at is not None
+            and self.settings.memory.pipeline.extract_before_recall
+            and time.monotonic() - at < RECALL_ACTIVE_SECONDS
+        )
 
     def flush(self, scope: str, session_key: str, timeout: float = FLUSH_TIMEOUT_SECONDS) -> bool:
         """Session end: extract whatever the session has pending and wait for it (bounded).
@@ -671,6 +685,43 @@ class Pipeline:
                 self.stats["l3"].ok()
             else:
                 self.stats["l3"].failing = False
+
+    # ------------------------------------------------------------------ recall freshness
+
+    def expedite(self, scope: str) -> bool:
+        """A recall is about to run for ``scope``: extract what its sessions captured but the
+        warm-up/idle schedule has not reached yet, first in the queue, so a fact stated in the
+        previous turn (or the previous one-shot session) can be recalled now. Captures alone
+        (imports, hosts that never recall) keep the batched schedule. True if L1 is in flight."""
+        if not self.enabled or not self.settings.memory.pipeline.extract_before_recall:
+            return self.in_flight(scope)
+        with self._cv:
+            self._last_recall[scope] = time.monotonic()
+            for s in list(self._sessions.values()):
+                if s.scope != scope or s.queued or s.running or s.retry_at is not None:
+                    continue
+                if s.pending > 0:
+                    self._enqueue_l1(s, front=True)
+            return self._in_flight_locked(scope)
+
+    def in_flight(self, scope: str) -> bool:
+        with self._cv:
+            return self._in_flight_locked(scope)
+
+    def _in_flight_locked(self, scope: str) -> bool:
+        return any(s.scope == scope and (s.queued or s.running) for s in self._sessions.values())
+
+    def wait_scope(self, scope: str, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until no L1 run of ``scope`` is queued or running; its
+        new memories are embedded inside the run. True when none is left in flight."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while self._in_flight_locked(scope):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stopping:
+                    return False
+                self._cv.wait(min(left, 0.25))
+        return True
 
     # ------------------------------------------------------------------ drain
 

@@ -61,7 +61,7 @@ class OffloadService:
         root = Path(cfg.data_dir).expanduser() if cfg.data_dir else Path(data_dir) / "offload"
         self.root = root.resolve()
         self.embed = embed or (lambda: None)
-        self.tokens = TokenCounter(cfg.l3_tiktoken_encoding)
+        self.tokens = TokenCounter(cfg.l3_tiktoken_encoding, cfg.l3_token_count_mode)
         self._scopes: dict[str, Scope] = {}
         self._sessions: dict[tuple[str, str], Session] = {}
         self._guard = threading.Lock()

@@ -44,3 +44,15 @@ def test_restart_keeps_rows_canvas_and_moves_corrupt_lines_aside(start_gateway, 
     assert "call_half" in journal.with_name(journal.name + ".corrupt").read_text()
     state = json.loads(next((root / "sessions").glob("*.json")).read_text())
     assert state["session_key"] == "agent:main:main" and state["boundaries"]
+
+
+def test_heuristic_token_mode_is_reported(start_gateway, scope):
+    gw: GatewayProcess = start_gateway(
+        env={"TDAI_MEMORY__OFFLOAD__L3_TOKEN_COUNT_MODE": "heuristic"}
+    )
+    with gw.client() as c:
+        tok = c.get("/health").json()["offload"]["tokenizer"]
+        assert tok["exact"] is False and tok["name"] == "estimate (configured)"
+        out = c.post("/offload/tool-result", json={"session_key": "s", "scope": scope,
+                     "tool_call_id": "c1", "tool_name": "bash", "result": "x" * 8000}).json()  # fmt: skip
+        assert out["offloaded"] is True and 1500 < out["tokens"] < 3000  # ~3.6 chars a token

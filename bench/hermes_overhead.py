@@ -145,9 +145,9 @@ def one_shot(tmp: Path, runs: int) -> dict[str, Any]:
                 frozen = [run(f"frozen run {i}") for i in range(runs)]
             finally:
                 os.kill(gw.proc.pid, signal.SIGCONT)
-            kept = len(list((home.root / "memory_tencentdb" / "spool").glob("*.json")))
+            kept = len(list((home.root / "memory-tencentdb" / "spool").glob("*.json")))
             after = run("back again")  # sends what the frozen runs kept
-            left = len(list((home.root / "memory_tencentdb" / "spool").glob("*.json")))
+            left = len(list((home.root / "memory-tencentdb" / "spool").glob("*.json")))
         finally:
             gw.stop()
         base = statistics.median(warm)

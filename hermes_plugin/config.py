@@ -132,8 +132,12 @@ class Settings:
 
     @property
     def spool_dir(self) -> Path:
-        """Writes not yet delivered, kept for the next session (0700, files 0600)."""
-        return self.home / "memory_tencentdb" / "spool"
+        """Writes not yet delivered, kept for the next session (0700, files 0600).
+
+        Hyphenated on purpose: a ``memory_tencentdb/`` folder in the Hermes home (the gateway's
+        working directory) would shadow the package for ``python -m memory_tencentdb``.
+        """
+        return self.home / "memory-tencentdb" / "spool"
 
     @property
     def expected_data_dir(self) -> Path:
@@ -257,5 +261,11 @@ def config_schema() -> list[dict[str, Any]]:
             "description": "Seconds the first turn may wait for a gateway that is starting (0.5-7.5)",
             "default": "7",
             "env_var": "MEMORY_TENCENTDB_FIRST_TURN_BUDGET_S",
+        },
+        {
+            "key": "data_dir",
+            "description": "Gateway data directory (blank: ~/.memory-tencentdb/memory-tdai)",
+            "default": "",
+            "env_var": "TDAI_DATA_DIR",
         },
     ]

@@ -134,7 +134,8 @@ class Ownership:
             return Verdict(
                 False,
                 f"the gateway at {self.base_url} (pid {pid}) serves data directory {served},"
-                f" we expected {self.expected_dir}",
+                f" we expected {self.expected_dir} (if that gateway is yours, set TDAI_DATA_DIR"
+                " or data_dir in memory_tencentdb.json to its directory)",
                 pid=pid,
                 data_dir=str(served),
             )

@@ -2,7 +2,7 @@
 
 Why: a one-shot ``hermes chat -q`` exits seconds after its turn; if the gateway is frozen,
 restarting or not ours at that moment, the turn's capture used to be dropped ("abandoned 2 queued
-write(s)"). Each write is now put in ``$HERMES_HOME/memory_tencentdb/spool/`` (directory 0700,
+write(s)"). Each write is now put in ``$HERMES_HOME/memory-tencentdb/spool/`` (directory 0700,
 files 0600) when it is queued, and removed once the gateway answered it. Whatever is left when a
 process ends is sent by the next session of this Hermes home. Captures carry message ids, so a
 capture that did arrive before its file could be removed is not stored twice (the gateway drops

@@ -104,7 +104,7 @@ def test_a_foreign_gateway_on_our_port_never_gets_a_turn(home: HermesHome, llm, 
         assert str(foreign.data_dir) in log and str(home.data_dir) in log
         assert home.started_gateway_pids() == []  # and we never tried to start another
         # The turns are not lost: they wait on disk for our own gateway.
-        assert list((home.root / "memory_tencentdb" / "spool").glob("*.json"))
+        assert list((home.root / "memory-tencentdb" / "spool").glob("*.json"))
     finally:
         foreign.stop()
     # Once our own gateway runs there, the next session sends it the kept turns.
@@ -167,7 +167,7 @@ def test_frozen_gateway_costs_each_turn_at_most_its_budget_and_loses_nothing(hom
             assert "starting gateway" not in log, log  # a port that hangs is no reason to spawn
             assert "abandoned" not in log and "dropped" not in log, log
             assert "accepts connections but does not answer" in log
-            spool = home.root / "memory_tencentdb" / "spool"
+            spool = home.root / "memory-tencentdb" / "spool"
             kept = sorted(spool.glob("*.json"))
             assert kept, "the frozen turns' captures were not kept"
             assert stat.S_IMODE(spool.stat().st_mode) == 0o700
@@ -193,6 +193,6 @@ def test_frozen_gateway_costs_each_turn_at_most_its_budget_and_loses_nothing(hom
         ], parking
         assert any("自行车" in h["content"] for h in bike if h["role"] == "user"), bike
         assert "kept from an earlier session" in home.provider_log()
-        assert not list((home.root / "memory_tencentdb" / "spool").glob("*.json"))
+        assert not list((home.root / "memory-tencentdb" / "spool").glob("*.json"))
     finally:
         gw.stop()

@@ -357,7 +357,7 @@ def test_a_gateway_that_rejects_our_key_gets_no_turns_and_memory_pauses(env, mon
     assert len(warnings) == 1, warnings  # said once, with what we expected
     assert "rejects the configured key" in warnings[0] and "foreign" in warnings[0]
     # The turn is kept on disk for our own gateway, not dropped.
-    assert list((env.home / "memory_tencentdb" / "spool").glob("*.json"))
+    assert list((env.home / "memory-tencentdb" / "spool").glob("*.json"))
 
 
 def test_a_new_session_cancels_the_drain_of_our_gateway(env, monkeypatch):
@@ -391,3 +391,31 @@ def test_a_new_session_cancels_the_drain_of_our_gateway(env, monkeypatch):
         finally:
             p2.shutdown()
         assert wait_dead(pid, 40), "the last session out must still stop it"
+
+
+def test_memory_search_tool_on_a_starting_gateway_waits_for_its_models(env, monkeypatch):
+    # Real embedding models: the point is the semantic answer while they load.
+    monkeypatch.delenv("TDAI_EMBEDDING_PROVIDER")
+    p1 = started(MemoryTencentdbProvider(), "sess-seed", env.home)
+    p1.on_memory_write("add", "user", "我对花生过敏")
+    assert p1._worker is not None and p1._worker.flush(30)
+    pid = p1._gw.supervisor.owned_pid
+    p1.shutdown()
+    assert wait_dead(pid, 40)
+    # A fresh process view of the same gateway address: nothing runs. As in a Hermes turn, the
+    # prefetch comes first (it may give up at its budget on a slow box), then the model's tool
+    # call, which waits for the models within its own 10 s.
+    from hermes_plugin.state import shared
+
+    shared().gateways.clear()
+    p2 = MemoryTencentdbProvider()
+    p2.initialize("sess-tool", hermes_home=str(env.home), agent_identity="tester")
+    try:
+        p2.prefetch("零食")
+        out = json.loads(p2.handle_tool_call(MEMORY_SEARCH, {"query": "买零食要避开什么"}))
+        assert "error" not in out, out
+        assert any("花生" in item["content"] for item in out["items"]), out
+        assert "embedding" in str(out.get("strategy")), out  # by meaning, not keyword-only
+        assert p2._gw.supervisor.ready
+    finally:
+        p2.shutdown()

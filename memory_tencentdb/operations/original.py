@@ -406,7 +406,8 @@ def _import_memories(store: Store, plan: Plan, report: OriginalReport, tick: Any
                 report.scopes[line["scope"]]["memories"] += 1
         for rel, lines in by_file.items():
             files.append_lines(store.data_dir / rel, lines)
-            for line in lines:
-                store.index_l1_line(line, rel)
+            with admin.bulk(store):
+                for line in lines:
+                    store.index_l1_line(line, rel)
         if tick:
             tick(len(chunk))

@@ -8,11 +8,12 @@ appends to) and goes, in order:
    ``messages``, the raw L0 messages they were drawn from (unless a live memory still cites one);
 2. rewrite ``records/`` without their upserts (tombstones stay, they carry no text) and
    ``conversations/`` without those messages, atomically and without a backup copy;
-3. rebuild ``memory.db`` from the files (``reindex``), drop embeddings nothing points at any
-   more, VACUUM, and delete database backups that still hold the text;
+3. delete their rows from ``memory.db`` in place (pipeline cursors keep their rowids), drop
+   embeddings nothing points at any more and the sqlite-vec tables (rebuilt at the next start),
+   VACUUM, and delete the database backups (old copies of the index hold the text);
 4. remove the lines quoting the text from every other file under the data directory (scenes,
-   persona, their backups, offload files);
-5. scan every file, the database included, and report anything left.
+   persona, their backups, offload files, logs);
+5. check what it rewrote and the database once more, and report anything left.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from memory_tencentdb.store.files import write_atomic
 log = logging.getLogger("memory_tencentdb.operations")
 
 MIN_NEEDLE = 4  # shorter texts would match ordinary lines everywhere
+DB_SCAN_MAX_NEEDLES = 200  # the final byte scan of memory.db costs needles x its size
 SKIP_FILES = ("gateway.key", "gateway.lock")
 Progress = Callable[[str, int], None]  # (stage, items done) -> None
 
@@ -46,12 +48,18 @@ class PurgeReport:
     leftovers: list[str] = field(default_factory=list)
 
 
-def _needles(texts: set[str]) -> list[tuple[str, bytes, bytes]]:
-    """(text, its UTF-8 bytes, its JSON-escaped UTF-8 bytes) for each text worth looking for."""
+def _needles(texts: set[str]) -> list[tuple[str, bytes, bytes | None]]:
+    """(text, its UTF-8 bytes, its JSON-escaped bytes if they differ) per text worth finding."""
     out = []
     for t in sorted({t.strip() for t in texts if t and len(t.strip()) >= MIN_NEEDLE}):
-        out.append((t, t.encode("utf-8"), json.dumps(t, ensure_ascii=False)[1:-1].encode("utf-8")))
+        raw = t.encode("utf-8")
+        esc = json.dumps(t, ensure_ascii=False)[1:-1].encode("utf-8")
+        out.append((t, raw, esc if esc != raw else None))
     return out
+
+
+def _found(data: bytes, needles: list[tuple[str, bytes, bytes | None]]) -> bool:
+    return any(raw in data or (esc is not None and esc in data) for _, raw, esc in needles)
 
 
 def purge(
@@ -110,20 +118,28 @@ def purge(
         store.close()
     tick("database", 1)
     needles = _needles(texts)
-    backups = sorted((data_dir / ".backup").glob("memory.db.*"))
-    for backup in backups:
-        if _contains(backup, needles, ids):
-            backup.unlink(missing_ok=True)
-            report.backups_removed.append(str(backup.relative_to(data_dir)))
+    # Database backups (taken by reindex) are old copies of an index the files can rebuild:
+    # they all hold the text, so they all go.
+    for backup in sorted((data_dir / ".backup").glob("memory.db.*")):
+        backup.unlink(missing_ok=True)
+        report.backups_removed.append(str(backup.relative_to(data_dir)))
+    by_id = set(report.files_rewritten)
     for path in _all_files(data_dir):
         rel = str(path.relative_to(data_dir))
-        if rel.startswith("memory.db") or rel.startswith((".backup/memory.db",)):
+        # The logs are cleaned by id above: a line of another memory or message that merely
+        # contains the text is not the user's to lose.
+        if rel.startswith(("memory.db", "records/", "conversations/")):
             continue
         if _scrub(path, needles):
             report.files_rewritten.append(rel)
         tick("files", 1)
+    # The scrub pass looked at every derived file already: check what it rewrote, and the
+    # database (byte by byte while that stays cheap; its rows are deleted and VACUUMed anyway).
+    check = sorted({data_dir / rel for rel in report.files_rewritten if rel not in by_id})
+    if len(needles) <= DB_SCAN_MAX_NEEDLES:
+        check += sorted(data_dir.glob("memory.db*"))
     report.leftovers = [
-        str(p.relative_to(data_dir)) for p in _all_files(data_dir) if _contains(p, needles, set())
+        str(p.relative_to(data_dir)) for p in check if p.exists() and _contains(p, needles, set())
     ]
     if report.leftovers:
         log.warning("purge: forgotten text still found in %s", ", ".join(report.leftovers))
@@ -158,23 +174,23 @@ def _all_files(data_dir: Path) -> list[Path]:
     )
 
 
-def _contains(path: Path, needles: list[tuple[str, bytes, bytes]], ids: set[str]) -> bool:
+def _contains(path: Path, needles: list[tuple[str, bytes, bytes | None]], ids: set[str]) -> bool:
     try:
         data = path.read_bytes()
     except OSError:
         return False
-    if any(raw in data or esc in data for _, raw, esc in needles):
+    if _found(data, needles):
         return True
     return any(i.encode("utf-8") in data for i in ids)
 
 
-def _scrub(path: Path, needles: list[tuple[str, bytes, bytes]]) -> bool:
+def _scrub(path: Path, needles: list[tuple[str, bytes, bytes | None]]) -> bool:
     """Remove the lines of a text file that quote a forgotten text; True if it changed."""
     try:
         data = path.read_bytes()
     except OSError:
         return False
-    if not any(raw in data or esc in data for _, raw, esc in needles):
+    if not _found(data, needles):
         return False
     try:
         text = data.decode("utf-8")
@@ -182,7 +198,7 @@ def _scrub(path: Path, needles: list[tuple[str, bytes, bytes]]) -> bool:
         log.warning("purge: %s holds forgotten text but is not text; removing it", path)
         path.unlink(missing_ok=True)
         return True
-    escaped = [(t, esc.decode("utf-8")) for t, _, esc in needles]
+    escaped = [(t, (esc or raw).decode("utf-8")) for t, raw, esc in needles]
     kept = [
         line
         for line in text.splitlines(keepends=True)

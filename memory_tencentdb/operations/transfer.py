@@ -282,8 +282,9 @@ def import_rows(
             by_file.setdefault(rel, []).append(line)
         for rel, lines in by_file.items():
             files.append_lines(store.data_dir / rel, lines)
-            for line in lines:
-                store.index_l1_line(line, rel)
+            with admin.bulk(store):
+                for line in lines:
+                    store.index_l1_line(line, rel)
             report.memories += len(lines)
         if tick:
             tick(len(chunk))

@@ -7,6 +7,7 @@ of the operations lives here, so services get typed records and never a connecti
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -389,3 +390,21 @@ def unextracted_l0_ids(store: Store, ids: list[str]) -> set[str]:
             )
         )
     return out
+
+
+@contextlib.contextmanager
+def bulk(store: Store) -> Iterator[None]:
+    """Many ``Store`` writes in one transaction (offline imports: the same rows, one commit per
+    batch instead of one per row). Nothing is committed if the block raises."""
+    orig = store._transaction
+    with store.write_lock:
+        store.writer.execute("BEGIN IMMEDIATE")
+        store._transaction = lambda fn: fn(store.writer)  # type: ignore[method-assign]
+        try:
+            yield
+            store.writer.execute("COMMIT")
+        except BaseException:
+            store.writer.execute("ROLLBACK")
+            raise
+        finally:
+            store._transaction = orig  # type: ignore[method-assign]

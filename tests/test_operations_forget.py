@@ -408,3 +408,26 @@ def test_secrets_never_reach_a_file_recall_or_search(start_gateway, tmp_path, sc
             blob = path.read_bytes()
             for secret in (*SECRETS, "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU"):
                 assert secret.encode() not in blob, (path, secret)
+
+
+def test_purge_keeps_a_live_memory_that_contains_the_forgotten_text(start_gateway, tmp_path, scope):
+    data = tmp_path / "data"
+    g = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"}, data_dir=data)
+    gone = remember(g, scope, "用户喜欢猫")
+    kept = remember(g, scope, "用户喜欢猫和狗，周末常去宠物店")
+    gone_en = remember(g, scope, "The user likes jazz")
+    kept_en = remember(g, scope, "The user likes jazz and blues records")
+    with g.client() as c:
+        for mid in (gone, gone_en):
+            assert c.delete(f"/memories/{mid}", params={"scope": scope}).status_code == 200
+    g.stop()
+    out = cli(g, "purge")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert cli(g, "reindex").returncode == 0  # the files alone still hold the kept ones
+    g.start()
+    with g.client() as c:
+        for mid in (kept, kept_en):
+            assert c.get(f"/memories/{mid}", params={"scope": scope}).json()["status"] == "active"
+        for mid in (gone, gone_en):
+            assert c.get(f"/memories/{mid}", params={"scope": scope}).status_code == 404
+    assert "宠物店" in search_text(g, scope, "宠物店") and "blues" in search_text(g, scope, "blues")

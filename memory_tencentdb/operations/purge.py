@@ -136,14 +136,31 @@ def purge(
     # The scrub pass looked at every derived file already: check what it rewrote, and the
     # database (byte by byte while that stays cheap; its rows are deleted and VACUUMed anyway).
     check = sorted({data_dir / rel for rel in report.files_rewritten if rel not in by_id})
-    if len(needles) <= DB_SCAN_MAX_NEEDLES:
-        check += sorted(data_dir.glob("memory.db*"))
     report.leftovers = [
         str(p.relative_to(data_dir)) for p in check if p.exists() and _contains(p, needles, set())
     ]
+    if len(needles) <= DB_SCAN_MAX_NEEDLES:
+        report.leftovers += _database_leftovers(data_dir, tz, needles)
     if report.leftovers:
         log.warning("purge: forgotten text still found in %s", ", ".join(report.leftovers))
     return report
+
+
+def _database_leftovers(
+    data_dir: Path, tz: tzinfo, needles: list[tuple[str, bytes, bytes | None]]
+) -> list[str]:
+    """Database files still holding a forgotten text that no kept row explains (a memory you
+    kept may contain the forgotten words: that is not a leftover)."""
+    blobs = [(p, p.read_bytes()) for p in sorted(data_dir.glob("memory.db*")) if p.is_file()]
+    found = [n for n in needles if any(_found(b, [n]) for _, b in blobs)]
+    if not found:
+        return []
+    store = Store(data_dir, tz)
+    try:
+        unexplained = [n for n in found if not admin.text_in_live_rows(store, n[0])]
+    finally:
+        store.close()
+    return [str(p.relative_to(data_dir)) for p, b in blobs if _found(b, unexplained)]
 
 
 def _rewrite_jsonl(path: Path, drop: Callable[[dict], bool]) -> bool:

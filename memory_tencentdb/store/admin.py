@@ -408,3 +408,18 @@ def bulk(store: Store) -> Iterator[None]:
             raise
         finally:
             store._transaction = orig  # type: ignore[method-assign]
+
+
+def text_in_live_rows(store: Store, text: str) -> bool:
+    """Whether a row that was not forgotten (a live memory or message) contains ``text``."""
+    conn = store.reader()
+    if conn.execute(
+        "SELECT 1 FROM l1_memories WHERE status != 'deleted' AND instr(content, ?) > 0 LIMIT 1",
+        (text,),
+    ).fetchone():
+        return True
+    return bool(
+        conn.execute(
+            "SELECT 1 FROM l0_messages WHERE instr(content, ?) > 0 LIMIT 1", (text,)
+        ).fetchone()
+    )

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_tencentdb.pipeline.layout import scope_root
-from memory_tencentdb.retrieval import retrieve
+from memory_tencentdb.retrieval import newer_first, retrieve
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
@@ -150,6 +150,12 @@ def _recall(
                     "_row": row,
                 }
             )
+    if len(result.memories) > 1:
+        # A later statement on the same subject goes ahead of the one it replaced.
+        by_id = {m["id"]: m for m in result.memories}
+        result.memories = [
+            by_id[r["id"]] for r in newer_first([m["_row"] for m in result.memories])
+        ]
     lines = _budget(
         [_memory_line(m["_row"], tz) for m in result.memories],
         cfg.max_chars_per_memory,

@@ -249,3 +249,35 @@ def retrieve(
             if rowid in kept:
                 hits.evidence[rowid].similarity[model] = sim
     return hits
+
+
+# Two memories are on the same subject when this share of their content words is common to
+# both ("favourite colour is blue" / "favourite colour is green"), or their slots say so.
+SAME_SUBJECT_OVERLAP = 0.5
+
+
+def newer_first(rows: list[dict]) -> list[dict]:
+    """``rows`` (L1 rows, best first) with every later statement moved ahead of an earlier one
+    on the same subject: when the user said two things about one subject, what they said last
+    is what holds, so it must not be outranked by what it replaced."""
+    from memory_tencentdb.pipeline.rules import same_subject  # the extractor's notion of a slot
+
+    terms = [set(tokenize.query_terms(r["content"])) for r in rows]
+    out = list(range(len(rows)))
+    for j in range(1, len(rows)):
+        for i in range(j):
+            a, b = out.index(i), out.index(j)
+            if b < a or not _same_subject(rows[i], rows[j], terms[i], terms[j], same_subject):
+                continue
+            if (rows[j].get("created_at") or "") > (rows[i].get("created_at") or ""):
+                out.insert(a, out.pop(b))
+    return [rows[k] for k in out]
+
+
+def _same_subject(x: dict, y: dict, tx: set, ty: set, same_subject) -> bool:
+    sx = (x.get("metadata") or {}).get("slot")
+    sy = (y.get("metadata") or {}).get("slot")
+    if isinstance(sx, dict) and isinstance(sy, dict):
+        return bool(same_subject(str(sx.get("subject", "")), str(sy.get("subject", ""))))
+    union = tx | ty
+    return bool(union) and len(tx & ty) / len(union) >= SAME_SUBJECT_OVERLAP

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_tencentdb.retrieval import retrieve
+from memory_tencentdb.retrieval import newer_first, retrieve
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
@@ -31,6 +31,7 @@ def search_memories(
         store, vectorizer, "l1", scope, clean, strategy, depth=limit * (6 if filtered else 3)
     )
     rows = store.l1_rows([r for r, _ in hits.ranked])
+    rows_by_id = {row["id"]: row for row in rows.values()}
     items = []
     for rowid, score in hits.ranked:
         row = rows.get(rowid)
@@ -54,6 +55,12 @@ def search_memories(
         )
         if len(items) >= limit:
             break
+    if len(items) > 1:
+        by_id = {it["id"]: it for it in items}
+        ordered = newer_first(
+            [{**it, "metadata": rows_by_id[it["id"]]["metadata"]} for it in items]
+        )
+        items = [by_id[it["id"]] for it in ordered]
     strategy_used = hits.strategy if hits.ranked else ("none" if not clean else hits.strategy)
     return {
         "results": _render_memories(items),

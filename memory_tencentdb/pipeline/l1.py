@@ -21,7 +21,7 @@ from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import prompts, rules
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.db import Store, new_id, now_iso
-from memory_tencentdb.text import tokenize
+from memory_tencentdb.text import relative_dates, tokenize
 from memory_tencentdb.text.sanitize import is_noise
 from memory_tencentdb.vectorizer import Vectorizer
 
@@ -354,7 +354,15 @@ class L1Extractor:
         for row in chunk.new:
             if row["role"] != "user":
                 continue
+            said = datetime.fromtimestamp(row["timestamp"] / 1000, UTC).astimezone(self.tz)
             for m in rules.extract(row["content"]):
+                meta: dict[str, Any] = {"rule": m.kind}
+                span = relative_dates.resolve(m.content, said)
+                if span:
+                    # "昨天" / "last week" against when the message was sent, not when L1 ran.
+                    meta["activity_start_time"] = span[0].isoformat()
+                    if span[1] != span[0]:
+                        meta["activity_end_time"] = span[1].isoformat()
                 items.append(
                     Extracted(
                         content=m.content,
@@ -366,7 +374,7 @@ class L1Extractor:
                         slot=m.slot,
                         switch_to=m.switch_to,
                         switch_from=m.switch_from,
-                        metadata={"rule": m.kind},
+                        metadata=meta,
                     )
                 )
         return items[: self.settings.memory.extraction.max_memories_per_session]

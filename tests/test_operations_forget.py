@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -431,3 +430,24 @@ def test_purge_keeps_a_live_memory_that_contains_the_forgotten_text(start_gatewa
         for mid in (gone, gone_en):
             assert c.get(f"/memories/{mid}", params={"scope": scope}).status_code == 404
     assert "宠物店" in search_text(g, scope, "宠物店") and "blues" in search_text(g, scope, "blues")
+
+
+def test_redaction_can_be_turned_off(start_gateway, scope):
+    g = start_gateway(
+        env={"TDAI_MEMORY__REDACTION__ENABLED": "false", "TDAI_EMBEDDING_PROVIDER": "none"}
+    )
+    assert g.wait_healthy()["redaction"]["enabled"] is False
+    with g.client() as c:
+        c.post(
+            "/capture",
+            json={
+                "scope": scope,
+                "session_key": "s",
+                "user_content": "my password is Tr0ub4dor-99",
+                "assistant_content": "OK",
+            },
+        ).raise_for_status()
+        found = c.post(
+            "/search/conversations", json={"query": "password Tr0ub4dor", "scope": scope}
+        ).json()["results"]
+    assert "Tr0ub4dor-99" in found  # the user chose to keep secrets verbatim

@@ -896,8 +896,127 @@ def markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def gateway_run() -> dict:
+    """Quality through the real gateway over HTTP (tests/support evaluators), per method:
+    conversation sets (evidence R@10, session R@5), paraphrase sets through /recall (R@1, R@5,
+    relevance cut included), unrelated queries (how many inject anything), the no-LLM extractor
+    sets. Blind sets are measured as they are: only aggregate figures are kept."""
+    import tempfile
+
+    from tests.support.quality_eval import conversation_recall, paraphrase_recall
+    from tests.support.rules_eval import evaluate as rules_evaluate
+
+    fixtures = ROOT / "tests" / "fixtures"
+    load_json = lambda p: json.loads((fixtures / p).read_text("utf-8"))  # noqa: E731
+    rp, pp = load_json("recall_pairs.json"), load_json("recall_paraphrase_pairs.json")
+    bp = load_json("blind/paraphrase_pairs.json")
+    unrelated = load_json("dev/unrelated_queries.json")["queries"]
+    rp_all = rp["pairs"] + rp["lexical"] + rp["distractors"]
+    out: dict = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "conversations": {},
+        "paraphrase": {},
+    }
+    tmp = Path(tempfile.mkdtemp(prefix="recall-gw-"))
+    for name, path in (("dev", "dev/conversations.json"), ("blind", "blind/conversations.json")):
+        print(f"conversations: {name}", flush=True)
+        out["conversations"][name] = conversation_recall(tmp / f"conv-{name}", load_json(path))
+    sets = {
+        "recall_pairs (inference)": (rp_all, rp["pairs"], rp["lexical"]),
+        "recall_paraphrase_pairs": (pp["pairs"] + rp_all, pp["pairs"], []),
+        "blind paraphrase_pairs": (
+            bp["pairs"] + bp.get("distractors", []) + rp_all,
+            bp["pairs"],
+            [],
+        ),
+    }
+    for name, (items, queries, lexical) in sets.items():
+        print(f"paraphrase: {name}", flush=True)
+        extra = [{"id": f"unrelated-{q['id']}", "query": q["query"]} for q in unrelated]
+        res = paraphrase_recall(
+            tmp / f"pp-{len(out['paraphrase'])}", items, queries + lexical + extra
+        )
+        for m in res["methods"].values():
+            ranks = m.pop("ranks")
+            ids = [q["id"] for q in queries]
+            m["r1"] = round(sum(ranks[i] == 1 for i in ids) / len(ids), 3)
+            m["r5"] = round(sum(ranks[i] is not None for i in ids) / len(ids), 3)
+            if lexical:
+                m["lexical_r5"] = round(
+                    sum(ranks[q["id"]] is not None for q in lexical) / len(lexical), 3
+                )
+            if any(q["query"] == FLAGSHIP_QUERY for q in queries):
+                flag = next(q["id"] for q in queries if q["query"] == FLAGSHIP_QUERY)
+                m["flagship_rank"] = ranks[flag]
+            m["unrelated_injecting"] = sum(1 for q in extra if ranks.get(q["id"]) == -1)
+            m["unrelated_queries"] = len(extra)
+            for k in [k for k in m if k.endswith("_r5") and k[:2] in ("zh", "en", "?_")]:
+                m.pop(k)
+        out["paraphrase"][name] = res
+    out["rules"] = {}
+    for name, path in (
+        ("dev", "dev/rule_statements.json"),
+        ("blind", "blind/rule_statements.json"),
+    ):
+        print(f"rules: {name}", flush=True)
+        out["rules"][name] = rules_evaluate(tmp / f"rules-{name}", load_json(path))["figures"]
+    return out
+
+
+def gateway_markdown(res: dict) -> str:
+    lines = [
+        "## Through the gateway (HTTP, `--gateway`)",
+        "",
+        f"Measured {res['date']} with tests/support/quality_eval.py and rules_eval.py: one real"
+        " gateway per method (`memory.recall.strategy`) on the same data directory. Blind sets"
+        " (tests/fixtures/blind/) are reported as measured, never tuned on.",
+        "",
+        "| conversation set | method | evidence R@10 | session R@5 | en / zh evidence R@10 |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in res["conversations"].items():
+        for m, v in r["methods"].items():
+            lines.append(
+                f"| {name} ({r['turns']} turns, {r['questions']} q) | {m} | {v['all']['evidence_r10']}"
+                f" | {v['all']['session_r5']} | {v.get('lang:en', {}).get('evidence_r10', '-')} /"
+                f" {v.get('lang:zh', {}).get('evidence_r10', '-')} |"
+            )
+    lines += [
+        "",
+        "| paraphrase set (/recall) | method | R@1 | R@5 | lexical R@5 | flagship rank |"
+        " unrelated queries injecting |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in res["paraphrase"].items():
+        for m, v in r["methods"].items():
+            lines.append(
+                f"| {name} ({r['memories']} memories) | {m} | {v['r1']} | {v['r5']} |"
+                f" {v.get('lexical_r5', '-')} | {v.get('flagship_rank', '-')} |"
+                f" {v['unrelated_injecting']}/{v['unrelated_queries']} |"
+            )
+    lines += [
+        "",
+        "| rule set | lang | recall | precision | instruction errors | changes passed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, figs in res["rules"].items():
+        for lang, f in figs.items():
+            ch = f"{f.get('changes_passed', 0)}/{f.get('changes', 0)}"
+            lines.append(
+                f"| {name} | {lang} | {f['recall']} | {f['precision']} |"
+                f" {f.get('instruction_errors', 0)} | {ch} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--gateway",
+        action="store_true",
+        help="measure through real gateways over HTTP (conversation, paraphrase, rule sets);"
+        " writes bench/results/recall_gateway.{json,md}",
+    )
     parser.add_argument("--candidates", type=int, default=CANDIDATES)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument(
@@ -909,6 +1028,16 @@ def main() -> None:
         help="cached vectors only; skip timing, RSS and latency probes",
     )
     args = parser.parse_args()
+    if args.gateway:
+        res = gateway_run()
+        md = gateway_markdown(res)
+        print(md)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "recall_gateway.json").write_text(
+            json.dumps(res, ensure_ascii=False, indent=1) + "\n", "utf-8"
+        )
+        (RESULTS / "recall_gateway.md").write_text(md, "utf-8")
+        return
     if args.md_from_json:
         res = json.loads((RESULTS / "recall_quality.json").read_text("utf-8"))
         (RESULTS / "recall_quality.md").write_text(markdown(res), "utf-8")

@@ -23,6 +23,8 @@ from memory_tencentdb.config import Settings, tzinfo
 from memory_tencentdb.offload import OffloadService
 from memory_tencentdb.operations.retention import RetentionScheduler
 from memory_tencentdb.pipeline import Pipeline
+from memory_tencentdb.store import files as journal_files
+from memory_tencentdb.store import journal
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text import redact, tokenize
 from memory_tencentdb.vectorizer import Vectorizer
@@ -55,7 +57,13 @@ class Engine:
         self.data_dir = Path(settings.data_dir).resolve()
         redaction = settings.memory.redaction
         redact.configure(redaction.enabled, redaction.patterns)  # before anything is written
+        rebuild = journal.database_missing(self.data_dir)
+        if rebuild:
+            log.warning("memory.db is missing but the journal is not: rebuilding the index")
         self.store = Store(Path(settings.data_dir), self.tz)
+        # Before anything reads or writes: torn tails repaired, unindexed lines indexed.
+        self.journal = journal.check_journal(self.store, database_was_new=rebuild)
+        self._db_inode = journal.db_identity(self.store.db_path)
         self.retention = RetentionScheduler(self.store, settings)
         self.auth = ownership.gateway_auth(settings.server, self.data_dir)
         self.backends = index_backends()
@@ -216,11 +224,6 @@ class Engine:
     def write_memory(self, **fields: Any) -> dict[str, Any]:
         return memory_service.write_memory(self.store, self.vectorizer, **fields)
 
-    def list_memories(
-        self, scope: str, session_key: str | None, history: bool, limit: int
-    ) -> list[dict[str, Any]]:
-        return memory_service.list_memories(self.store, scope, session_key, history, limit)
-
     def memory(self, memory_id: str, scope: str) -> dict[str, Any] | None:
         return memory_service.memory_with_trace(self.store, memory_id, scope)
 
@@ -294,6 +297,11 @@ class Engine:
 
     def degraded(self) -> list[str]:
         reasons = []
+        if journal.db_identity(self.store.db_path) != self._db_inode:
+            reasons.append(
+                "memory.db was deleted or replaced while the gateway runs: new writes go to the"
+                " journal and the old index; restart the gateway to rebuild it from the journal"
+            )
         b = self.store.binding
         if not b.vec_available:
             reasons.append(f"sqlite-vec unavailable ({b.reason}); vectors searched with numpy")
@@ -364,6 +372,10 @@ class Engine:
             "retention": self.retention.status(),
             "pipeline": self.pipeline.status() if self.pipeline is not None else None,
             "offload": self.offload.status(),
+            "journal": {
+                "startup_check": self.journal.as_json(),
+                "torn_tails_repaired": len(journal_files.torn_tails()),
+            },
             "degraded": degraded,
         }
 

@@ -52,26 +52,6 @@ def write_memory(
     return record
 
 
-LISTED = ("id", "content", "type", "priority", "scene_name", "session_key", "status")
-
-
-def list_memories(
-    store: Store, scope: str, session_key: str | None, history: bool, limit: int
-) -> list[dict[str, Any]]:
-    """A scope's memories, newest first (superseded ones too with ``history``)."""
-    rows = store.list_memories(scope, session_key, history, limit)
-    return [
-        {
-            **{k: r[k] for k in LISTED},
-            "superseded_by": r["superseded_by"] or None,
-            "metadata": r["metadata"],
-            "created_at": r["created_at"],
-            "updated_at": r["updated_at"],
-        }
-        for r in rows
-    ]
-
-
 def memory_with_trace(store: Store, memory_id: str, scope: str) -> dict[str, Any] | None:
     """A memory of ``scope``, the raw messages it came from, what replaced it and what it
     replaced. Another scope's memory is None (not found), exactly like a missing id."""

@@ -161,20 +161,6 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
         )
         return {"id": record["id"]}
 
-    @app.get("/memories")
-    def list_memories(
-        scope: s.QueryText = None,
-        user_id: s.QueryText = None,
-        session_key: s.QueryText = None,
-        history: bool = False,
-        limit: int = 200,
-    ) -> dict[str, Any]:
-        # A scope's memories, newest first; with history=true superseded ones too.
-        items = engine.list_memories(
-            resolve_scope(scope, user_id), session_key, history, max(1, min(limit, 1000))
-        )
-        return {"items": items, "total": len(items)}
-
     @app.get("/memories/{memory_id}")
     def get_memory(memory_id: str, scope: s.QueryText = None, user_id: s.QueryText = None) -> Any:
         # Same scope rule as every other route; another scope's id is simply not found here.

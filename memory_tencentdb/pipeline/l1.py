@@ -99,7 +99,7 @@ def should_extract(row: dict[str, Any]) -> bool:
     return not re.fullmatch(r"[?？\s]+", text)
 
 
-_L0_COLS = "rowid, id, role, content, timestamp, session_id, recorded_at"
+_L0_COLS = "rowid, id, role, content, timestamp, session_id, recorded_at, speaker"
 
 
 def _l0(store: Store, sql: str, params: tuple) -> list[dict[str, Any]]:
@@ -254,8 +254,10 @@ class L1Extractor:
             text = r["content"]
             if len(text) > MAX_MESSAGE_CHARS:
                 text = text[:MAX_MESSAGE_CHARS] + "…"
+            who = f" {r['speaker']}" if r.get("speaker") else ""  # the speaker's name
             out.append(
-                f"[{alias[r['id']]}] [{r['role']}] [{iso_local(r['timestamp'], self.tz)}]: {text}"
+                f"[{alias[r['id']]}] [{r['role']}{who}] [{iso_local(r['timestamp'], self.tz)}]:"
+                f" {text}"
             )
         return "\n\n".join(out)
 

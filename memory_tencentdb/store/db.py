@@ -132,6 +132,9 @@ class Store:
                 self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.writer.close()
 
+    def set_meta(self, key: str, value: str) -> None:
+        self._set_meta(key, value)
+
     def _set_meta(self, key: str, value: str) -> None:
         with self.write_lock:
             self.writer.execute(
@@ -387,21 +390,6 @@ class Store:
         )
         row = cur.fetchone()
         return self._as_dict(cur, row) if row else None
-
-    def list_memories(
-        self, scope: str, session_key: str | None, history: bool, limit: int
-    ) -> list[dict[str, Any]]:
-        where, params = "scope = ?", [scope]
-        if not history:
-            where += " AND status = 'active'"
-        if session_key:
-            where += " AND session_key = ?"
-            params.append(session_key)
-        cur = self.reader().execute(
-            f"SELECT {L1_COLUMNS} FROM l1_memories WHERE {where} ORDER BY rowid DESC LIMIT ?",
-            (*params, limit),
-        )
-        return [self._as_dict(cur, r) for r in cur.fetchall()]
 
     def memory_history(self, memory_id: str) -> list[dict[str, Any]]:
         """Memories this one replaced (directly or transitively), newest first."""

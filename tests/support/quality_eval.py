@@ -169,7 +169,10 @@ def paraphrase_recall(
                     )
                     assert r.status_code == 200, r.text
                     got = [m["id"] for m in r.json()["memories"]]
-                    gold = memory_ids[q["id"]]
+                    gold = memory_ids.get(q["id"])
+                    if gold is None:  # a query with no memory of its own: -1 if it injected any
+                        ranks[q["id"]] = -1 if got else None
+                        continue
                     ranks[q["id"]] = got.index(gold) + 1 if gold in got else None
                     per_lang[q.get("lang", "?")].append(ranks[q["id"]])
             out["methods"][method] = {
@@ -184,6 +187,7 @@ def paraphrase_recall(
 
 
 def _at(ranks: list[int | None], k: int) -> float:
+    ranks = [r for r in ranks if r != -1]
     return (
         round(sum(1 for r in ranks if r is not None and r <= k) / len(ranks), 3) if ranks else 0.0
     )

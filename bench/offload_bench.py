@@ -92,10 +92,13 @@ def run_replay(client, msgs, name: str, budget: int, fmt: str = "openai") -> dic
     )
     wall = time.perf_counter() - t0
     read_bad = read_back_problems(client, rep)
+    prefix = [0]  # tokens of the recording up to each index, every message verbatim
+    for m in msgs:
+        prefix.append(prefix[-1] + count([m]))
     verbatim = sent = estimated = over_est = over_count = verbatim_over = 0
     levels: dict[str, int] = {}
     for call in rep.calls:
-        v = count(call.verbatim)
+        v = prefix[call.at]
         addition = call.answer.get("system_addition") or ""
         s = (
             count(call.answer["messages"])

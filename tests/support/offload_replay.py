@@ -113,6 +113,15 @@ def structure_problems(messages: list[Message], fmt: str) -> list[str]:
     if i < n and messages[i].get("role") != "user":
         out.append(f"first non-system message is {messages[i].get('role')!r}, not 'user'")
     allowed = {"user", "assistant", tool_role} | ({"system"} if fmt == "openai" else set())
+    if fmt == "agent":  # OpenClaw's shapes: numeric timestamps, block lists, tool result fields
+        for k, m in enumerate(messages):
+            if not isinstance(m.get("timestamp"), int | float):
+                out.append(f"[{k}] {m.get('role')} without a numeric timestamp")
+            content = m.get("content")
+            if m.get("role") != "user" and not isinstance(content, list):
+                out.append(f"[{k}] {m.get('role')} content is not a block list")
+            if m.get("role") == tool_role and not (m.get("toolName") is not None and content):
+                out.append(f"[{k}] toolResult without toolName or content blocks")
     while i < n:
         m = messages[i]
         role = m.get("role")

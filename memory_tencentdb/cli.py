@@ -306,6 +306,12 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         f" {report.l1_memories} memories ({report.l1_lines} log lines),"
         f" {report.vectors_kept} embeddings kept; old database: {report.backup or 'none'}"
     )
+    if report.torn_tails:
+        print(f"{report.torn_tails} torn last line(s) moved aside to <file>.torn")
+    if report.bad.count:
+        print(report.bad.summary())
+        for example in report.bad.examples[1:]:
+            print(f"  {example}")
     if report.l0_foreign:
         print(
             f"{report.l0_foreign} lines in the original project's format were not indexed:"

@@ -8,6 +8,7 @@ that got an answer knows its data survives a crash.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import shutil
 import stat
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
@@ -74,19 +76,115 @@ class _GroupAppender:
                 t.done.set()
 
     def _write(self, payload: bytes, fsync: bool) -> None:
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, flags, 0o600)
         except FileNotFoundError:  # first write of a new folder
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, flags, 0o600)
         try:
+            # Never append onto a torn line (a crash or a full disk mid-write): the new,
+            # acknowledged line would be glued to it and lost to every reader.
+            size = _repair_fd(fd, self.path)
             written = 0
-            while written < len(payload):
-                written += os.write(fd, payload[written:])
-            if fsync:
-                os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
+            try:
+                while written < len(payload):
+                    written += os.write(fd, payload[written:])
+                if fsync:
+                    os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
+            except OSError:
+                if written:  # take the partial write back, so the file ends on a whole line
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, size)
+                raise
         finally:
             os.close(fd)
+
+
+@dataclass
+class TornTail:
+    """A last line without its newline, moved out of a journal into ``<file>.torn``."""
+
+    file: str
+    bytes: int
+    kept: bool  # the tail was a whole JSON object missing only "\n": completed, not moved
+    at: str
+
+
+_torn: list[TornTail] = []
+_torn_lock = threading.Lock()
+
+
+def torn_tails() -> list[TornTail]:
+    """Every torn tail repaired by this process (start-up check and appends)."""
+    with _torn_lock:
+        return list(_torn)
+
+
+def repair_torn_tail(path: Path) -> TornTail | None:
+    """If ``path`` does not end with a newline, repair it now (see ``_repair_fd``)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    except FileNotFoundError:
+        return None
+    try:
+        before = len(_torn)
+        _repair_fd(fd, path)
+        with _torn_lock:
+            return _torn[-1] if len(_torn) > before else None
+    finally:
+        os.close(fd)
+
+
+def _repair_fd(fd: int, path: Path) -> int:
+    """Make the file end on a whole line; returns its size afterwards.
+
+    A tail that parses as a JSON object lost only its newline: it gets one. Anything else is
+    moved to ``<file>.torn`` (appended, so nothing is ever destroyed) and cut off.
+    """
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    start = size
+    while start > 0:  # find the last newline, reading backwards
+        step = min(65536, start)
+        chunk = os.pread(fd, step, start - step)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            start = start - step + cut + 1
+            break
+        start -= step
+    tail = os.pread(fd, size - start, start)
+    try:
+        kept = isinstance(json.loads(tail.decode("utf-8")), dict)
+    except ValueError:  # UnicodeDecodeError is a ValueError too
+        kept = False
+    if kept:
+        os.write(fd, b"\n")
+        size += 1
+    else:
+        aside = path.with_name(path.name + ".torn")
+        side = os.open(aside, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(side, tail + b"\n")
+            os.fsync(side)
+        finally:
+            os.close(side)
+        os.ftruncate(fd, start)
+        size = start
+    os.fsync(fd)
+    event = TornTail(
+        file=str(path), bytes=len(tail), kept=kept, at=datetime.now().isoformat(timespec="seconds")
+    )
+    with _torn_lock:
+        _torn.append(event)
+    log.warning(
+        "journal %s ended with a torn line (%d bytes): %s",
+        path,
+        len(tail),
+        "it was whole but for its newline, completed" if kept else f"moved to {path.name}.torn",
+    )
+    return size
 
 
 _appenders: dict[Path, _GroupAppender] = {}
@@ -118,21 +216,40 @@ def append_lines(path: Path, rows: list[dict[str, Any]], fsync: bool = True) -> 
 
 def read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)``; a torn or corrupt line is skipped, never fatal."""
+    for n, obj, _problem, _end in scan_lines(path):
+        if obj is not None:
+            yield n, obj
+
+
+def scan_lines(
+    path: Path, start: int = 0
+) -> Iterator[tuple[int, dict[str, Any] | None, str | None, int]]:
+    """Yield ``(line_number, object or None, problem or None, end offset)`` for every non-blank
+    line from byte ``start`` on. A bad line (invalid UTF-8, not JSON, not an object) is reported,
+    never fatal, and never stops the lines after it. Line numbers count from ``start``."""
     try:
-        fh = path.open("r", encoding="utf-8")
+        fh = path.open("rb")
     except FileNotFoundError:
         return
     with fh:
-        for n, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
+        fh.seek(start)
+        offset = start
+        for n, raw in enumerate(fh, 1):
+            offset += len(raw)
+            if not raw.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                yield n, None, "invalid UTF-8", offset
+                continue
             except ValueError:
+                yield n, None, "not JSON", offset
                 continue
             if isinstance(obj, dict):
-                yield n, obj
+                yield n, obj, None, offset
+            else:
+                yield n, None, f"not an object ({type(obj).__name__})", offset
 
 
 def shards(folder: Path) -> list[Path]:

@@ -13,11 +13,11 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
 
-from memory_tencentdb.store import files
+from memory_tencentdb.store import files, journal
 from memory_tencentdb.store.db import Store
 
 log = logging.getLogger("memory_tencentdb.store")
@@ -33,6 +33,9 @@ class ReindexReport:
     # Lines with text but no record id: the original project's L0 format (``import
     # --from-original`` reads those); counted so they are never skipped silently.
     l0_foreign: int = 0
+    torn_tails: int = 0
+    # Lines skipped (torn, invalid UTF-8, not JSON, wrong types), counted by reason.
+    bad: journal.BadLines = field(default_factory=journal.BadLines)
 
 
 def reindex(data_dir: Path, tz: tzinfo, tick: Callable[[int], None] | None = None) -> ReindexReport:
@@ -46,34 +49,48 @@ def reindex(data_dir: Path, tz: tzinfo, tick: Callable[[int], None] | None = Non
 
     new = Store(data_dir, tz, db_file=tmp.name)
     try:
+        for folder in journal.FOLDERS:  # a torn tail goes aside first, as at start-up
+            for shard in files.shards(data_dir / folder):
+                if files.repair_torn_tail(shard):
+                    report.torn_tails += 1
         for shard in files.shards(data_dir / "conversations"):
             rel = f"conversations/{shard.name}"
             batch = []
-            for _, line in files.read_lines(shard):
-                if "record_id" in line and "content" in line:
-                    batch.append(line)
-                elif line.get("content") and line.get("sessionKey") is not None:
+            for n, line, problem, _ in files.scan_lines(shard):
+                if line is not None and journal.original_format(line):
                     report.l0_foreign += 1
+                    continue
+                problem = problem or journal.l0_problem(line or {})
+                if problem:
+                    report.bad.add(rel, n, problem)
+                    continue
+                batch.append(line)
                 if len(batch) >= 1000:
-                    report.l0_messages += len(new.index_l0_lines(batch, rel))
+                    report.l0_messages += journal.index_l0_batch(new, batch, rel)
                     batch = []
-            report.l0_messages += len(new.index_l0_lines(batch, rel))
+            report.l0_messages += journal.index_l0_batch(new, batch, rel) if batch else 0
             if tick:
                 tick(1)
         for shard in files.shards(data_dir / "records"):
             rel = f"records/{shard.name}"
-            for _, line in files.read_lines(shard):
-                op = line.get("op", "upsert")
-                if op == "status" and line.get("id"):
-                    new.apply_status_line(line)
-                elif op == "upsert" and line.get("id") and line.get("content"):
-                    new.index_l1_line(line, rel)
-                else:
+            for n, line, problem, _ in files.scan_lines(shard):
+                problem = problem or journal.l1_problem(line or {})
+                if not problem:
+                    try:
+                        journal.apply_l1(new, line or {}, rel)
+                    except Exception as e:  # noqa: BLE001 - one line never stops the rebuild
+                        problem = f"not indexable: {type(e).__name__}: {e}"
+                if problem:
+                    report.bad.add(rel, n, problem)
                     continue
                 report.l1_lines += 1
             if tick:
                 tick(1)
         report.l1_memories = new.count("l1_memories")
+        for folder in journal.FOLDERS:  # every line was read: the next start checks only new ones
+            for shard in files.shards(data_dir / folder):
+                st = shard.stat()
+                new.set_meta(f"journal:{folder}/{shard.name}", f"{st.st_ino}:{st.st_size}")
         if db.exists():
             report.vectors_kept = _copy_vectors(new, db)
     finally:

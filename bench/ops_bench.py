@@ -12,7 +12,7 @@ these operations never touch embeddings, the next ``serve`` computes them), then
   then ``purge`` (rewrite ``records/``, delete the rows, VACUUM, scrub every other file).
 
 Run: ``.venv/bin/python bench/ops_bench.py [--quick]`` (quick: 5k + 5k). Writes
-``bench/results/ops.json`` and prints a table.
+``bench/results/ops.json`` (a quick run: ``bench/out/ops-quick.json``) and prints a table.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from memory_tencentdb.text import tokenize
 
     tokenize.warm_up()
+    load_start = os.getloadavg()[0]  # the machine may be shared: say how busy it was
     shutil.rmtree(WORK, ignore_errors=True)
     src, dest = WORK / "src", WORK / "dest"
     t0 = time.perf_counter()
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         "n_l1": n,
         "n_l0": n,
         "cpu_count": os.cpu_count(),
+        "load_avg_1m": [round(load_start, 1), round(os.getloadavg()[0], 1)],  # start, end
         "seed_s": round(seed_s, 1),
         "export": {
             "seconds": round(export_s, 2),
@@ -134,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             "db_mb_after": round(db_after / 1e6, 1),
         },
     }
-    RESULTS.mkdir(exist_ok=True)
-    name = "ops-quick.json" if args.quick else "ops.json"
-    (RESULTS / name).write_text(json.dumps(results, indent=2) + "\n", "utf-8")
+    # Only a full run writes the recorded figures; a quick one goes to bench/out/.
+    target = (syn.OUT / "ops-quick.json") if args.quick else (RESULTS / "ops.json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(results, indent=2) + "\n", "utf-8")
     print()
     print(f"{'operation':<28} {'time':>9} {'memories/s':>11} {'rows/s':>9}")
     e, i = results["export"], results["import"]
@@ -147,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p = results["purge"]
     print(f"{'purge (' + str(p['memories']) + ' forgotten)':<28} {p['seconds']:>8.1f}s")
-    print(f"\nwritten to {RESULTS / name}")
+    print(f"\nwritten to {target}")
     shutil.rmtree(WORK, ignore_errors=True)
     return 0
 

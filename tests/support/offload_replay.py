@@ -194,11 +194,14 @@ def replay(
     check: bool = True,
     extra_assemble: dict[str, Any] | None = None,
     assemble_from: int = 0,
+    send_results: bool = True,
 ) -> Replay:
     """Drive one recording through the routes; collect answers (and problems when ``check``).
 
     ``assemble_from``: no model calls before this index (a host resuming a session: its earlier
     tool results are sent again, which the gateway must answer as duplicates, unchanged).
+    ``send_results=False``: the host never calls /offload/tool-result (its middleware was off
+    or the gateway was down then); /offload/assemble must record what it removes itself.
     """
     if fmt not in ("openai", "agent"):
         raise ValueError(fmt)
@@ -245,6 +248,10 @@ def replay(
                     rep.changed_ids.add(rid)
             for c in m.get("tool_calls") or []:
                 calls[c["id"]] = c
+            live.append(m)
+        elif m["role"] == "tool" and not send_results:
+            rep.raw_results[m["tool_call_id"]] = _text(m.get("content"))
+            seen_tool = True
             live.append(m)
         elif m["role"] == "tool":
             rid = m["tool_call_id"]

@@ -244,9 +244,10 @@ class Engine:
 
     # ------------------------------------------------------------------ drain
 
-    def busy(self) -> list[str]:
-        """Background work still pending: L1 extraction, embeddings, L2 scenes, persona."""
-        out = self.pipeline.busy() if self.pipeline is not None else []
+    def busy(self, until: float | None = None) -> list[str]:
+        """Background work still pending: L1 extraction, embeddings, L2 scenes, persona
+        (retries due after the monotonic deadline ``until`` not counted)."""
+        out = self.pipeline.busy(until) if self.pipeline is not None else []
         if self.vectorizer.busy:
             out.append("embeddings")
         return out
@@ -263,7 +264,7 @@ class Engine:
         while True:
             if self.pipeline is not None:
                 self.pipeline.hurry()
-            left = self.busy()
+            left = self.busy(until=deadline)
             now = time.monotonic()
             if not left:
                 # Twice in a row 0.2 s apart: an L1 run's memories reach the embedder and the

@@ -104,9 +104,10 @@ def test_sigterm_drains_too(start_gateway):
     _assert_all_done(gw, scope)
 
 
-def test_cancel_keeps_the_gateway_up(start_gateway):
-    # A failing LLM keeps L1 busy (retried with backoff), so no drain can finish on its own.
-    env_llm = {"TDAI_LLM_BASE_URL": "http://127.0.0.1:9/v1", "TDAI_LLM_TIMEOUT_MS": "1000"}
+def test_cancel_keeps_the_gateway_up(start_gateway, fake_llm):
+    # A slow LLM keeps L1 running, so no drain can finish before the cancel.
+    fake_llm.push(*[{"delay": 8, "content": "[]"} for _ in range(6)])
+    env_llm = {"TDAI_LLM_BASE_URL": fake_llm.base_url, "TDAI_LLM_TIMEOUT_MS": "20000"}
     gw = start_gateway(env={**RULES, "TDAI_EMBEDDING_PROVIDER": "none", **env_llm})
     scope = f"cancel-{uuid.uuid4().hex[:8]}"
     _capture_all(gw, scope)
@@ -125,6 +126,25 @@ def test_cancel_keeps_the_gateway_up(start_gateway):
         assert c.post("/admin/shutdown", json={"drain_s": 1}).status_code == 202
     assert _exit_code(gw, 15) == 0
     assert "stopped after 1s with work left" in gw.log()
+
+
+def test_drain_does_not_wait_for_retries_due_after_its_bound(start_gateway):
+    """The LLM is down: L1 retries in 30 s, after the drain's bound; exit at once, keep it."""
+    env_llm = {"TDAI_LLM_BASE_URL": "http://127.0.0.1:9/v1", "TDAI_LLM_TIMEOUT_MS": "1000"}
+    gw = start_gateway(env={**RULES, "TDAI_EMBEDDING_PROVIDER": "none", **env_llm})
+    scope = f"down-{uuid.uuid4().hex[:8]}"
+    _capture_all(gw, scope)
+    deadline = time.monotonic() + 20
+    while "failed (attempt 1)" not in gw.log() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    started = time.monotonic()
+    with gw.client() as c:
+        assert c.post("/admin/shutdown", json={"drain_s": 20}).status_code == 202
+    assert _exit_code(gw, 15) == 0
+    assert time.monotonic() - started < 10  # not the 20 s bound, nor the 30 s backoff
+    gw.start()  # the captured turns are still pending, for the next start to extract
+    with gw.client() as c:
+        assert c.get("/health").json()["pipeline"]["backlog"]["l1_messages"] > 0
 
 
 def test_shutdown_needs_the_key(start_gateway):

@@ -760,26 +760,48 @@ class Pipeline:
                         sc.due, sc.due_kind = 0.0, ""
                     self._enqueue_l2(sc, "l2")
 
-    def busy(self) -> list[str]:
-        """What is still pending or running (empty when a drain may exit)."""
+    def busy(self, until: float | None = None) -> list[str]:
+        """What is still pending or running (empty when a drain may exit). With ``until`` (a
+        monotonic deadline), work waiting for a retry due after it does not count: a drain
+        cannot finish it, and waiting for it would only delay the exit."""
         if not self.enabled:
             return []
+        wall_until = None if until is None else time.time() + (until - time.monotonic())
+
+        def backing_off(at: float, limit: float | None) -> bool:
+            return bool(at) and limit is not None and at > limit
+
         out = []
         with self._cv:
             l1 = [
                 s
                 for s in self._sessions.values()
-                if s.queued or s.running or s.pending > 0 or s.retry_at is not None
+                if s.queued
+                or s.running
+                or (
+                    (s.pending > 0 or s.retry_at is not None)
+                    and not backing_off(s.retry_at or 0.0, until)
+                )
             ]
             if l1:
                 out.append(f"L1 for {len(l1)} session(s)")
+            skip = {
+                sc.scope
+                for sc in self._scopes.values()
+                if not (sc.queued or sc.running)
+                and (
+                    (sc.due_kind == "retry" and backing_off(sc.due, wall_until))
+                    or backing_off(sc.l3_retry_at, wall_until)
+                )
+            }
             l2 = [
                 sc.scope
                 for sc in self._scopes.values()
-                if sc.queued or sc.running or sc.due_kind in ("delay", "retry") or sc.l3_retry_at
+                if sc.scope not in skip
+                and (sc.queued or sc.running or sc.due_kind in ("delay", "retry") or sc.l3_retry_at)
             ]
         for sc in list(self._scopes.values()):
-            if sc.scope in l2:
+            if sc.scope in l2 or sc.scope in skip:
                 continue
             with contextlib.suppress(Exception):
                 cursor = state.get_scope(self.store, sc.scope)["l2_cursor"]

@@ -480,3 +480,14 @@ def scope() -> str:
     import uuid
 
     return f"t-{uuid.uuid4().hex[:8]}"
+
+
+def test_reindex_names_the_original_lines_it_cannot_index(tmp_path):
+    original = tmp_path / "orig"
+    build_original(original)
+    (original / "vectors.db").unlink()
+    env = {**GatewayProcess(original).env()}
+    out = cli(env, "reindex")
+    assert out.returncode == 0, out.stderr
+    assert "5 lines in the original project's format were not indexed" in out.stdout, out.stdout
+    assert "import --from-original" in out.stdout

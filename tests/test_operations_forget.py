@@ -306,6 +306,21 @@ def test_forget_rebuilds_scenes_and_persona(gw, scope):
         lambda: "sailing" in gw.client().get("/persona", params={"scope": scope}).json()["persona"],
         what="persona",
     )
+    from memory_tencentdb.pipeline import layout
+
+    root = layout.scope_root(gw.data_dir, scope)
+
+    def backups() -> tuple[set[str], set[str]]:
+        """Names of the scene and persona backups (a new name = a new run; counts are capped)."""
+        scene_b = layout.scene_backup_dir(root)
+        persona_b = layout.persona_backup_dir(root)
+        return (
+            {p.name for p in scene_b.iterdir()} if scene_b.is_dir() else set(),
+            {p.name for p in persona_b.glob("persona_*.md")} if persona_b.is_dir() else set(),
+        )
+
+    wait_for(lambda: gw.client().get("/health").json()["pipeline"]["idle"], what="pipeline idle")
+    scenes_before, personas_before = backups()
     with gw.client() as c:
         r = c.post(
             "/memories/forget",
@@ -315,7 +330,14 @@ def test_forget_rebuilds_scenes_and_persona(gw, scope):
         # Gone from the stable part of recall at once, rebuilt by the next L2/L3.
         assert "sailing" not in c.get("/persona", params={"scope": scope}).text
         assert "sailing" not in scenes_text()
+    # The next L2 run consumed the rebuild request (backing the scenes up first), refolded the
+    # memories left, and L3 rewrote the persona (backing the old one up).
+    wait_for(lambda: not layout.rebuild_marker(root).exists(), what="L2 rebuild")
+    wait_for(lambda: backups()[0] - scenes_before, what="scene backup of the rebuild")
     wait_for(lambda: "爬山" in scenes_text(), what="scenes rebuilt")
+    wait_for(lambda: backups()[1] - personas_before, what="persona rewritten by L3")
+    persona = gw.client().get("/persona", params={"scope": scope}).json()["persona"]
+    assert "爬山" in persona and "sailing" not in persona
     assert "sailing" not in recall_text(gw, scope, "weekend hobbies")
 
 

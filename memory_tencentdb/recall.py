@@ -132,7 +132,12 @@ def _recall(
         # What ran: with the models not (yet) usable an empty answer was keyword-only.
         ran = cfg.strategy if vectorizer.state == "ready" else "keyword"
         result.strategy = hits.strategy if hits.ranked else ran
-        rows = store.l1_rows([r for r, _ in hits.ranked])
+        # The cut needs every candidate's type (instructions are never cut); without measured
+        # relevance only the ones shown are read.
+        cut = any(e.relevance is not None for e in hits.evidence.values())
+        rows = store.l1_rows(
+            [r for r, _ in (hits.ranked if cut else hits.ranked[: cfg.max_results])]
+        )
         standing = {r for r, row in rows.items() if row["type"] == "instruction"}
         relevant, result.relevance = relevant_hits(hits, cfg.max_results, standing)
         for rowid, score in relevant[: cfg.max_results]:
@@ -154,7 +159,7 @@ def _recall(
         # A later statement on the same subject goes ahead of the one it replaced.
         by_id = {m["id"]: m for m in result.memories}
         result.memories = [
-            by_id[r["id"]] for r in newer_first([m["_row"] for m in result.memories])
+            by_id[r["id"]] for r in newer_first(store, [m["_row"] for m in result.memories])
         ]
     lines = _budget(
         [_memory_line(m["_row"], tz) for m in result.memories],

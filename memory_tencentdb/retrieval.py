@@ -227,8 +227,8 @@ def retrieve(
         passing = [h for h in keyword if h[1] >= score_threshold]
         hits.ranked = (passing if passing or len(keyword) > depth // 2 else keyword)[:depth]
         hits.keyword = bool(hits.ranked)
-        cover = coverage(store, layer, terms, [r for r, _ in hits.ranked])
-        hits.evidence = {r: Evidence(coverage=cover.get(r, 0.0)) for r, _ in hits.ranked}
+        # No evidence is measured here: with one side there is nothing to weigh, and recall's
+        # relevance cut needs the models (it reports that it did not run).
         return hits
     cover = coverage(store, layer, terms, [r for r, _ in keyword])
     weight = KEYWORD_WEIGHT.get(layer, 1.0)
@@ -256,13 +256,15 @@ def retrieve(
 SAME_SUBJECT_OVERLAP = 0.5
 
 
-def newer_first(rows: list[dict]) -> list[dict]:
+def newer_first(store: Store, rows: list[dict]) -> list[dict]:
     """``rows`` (L1 rows, best first) with every later statement moved ahead of an earlier one
     on the same subject: when the user said two things about one subject, what they said last
     is what holds, so it must not be outranked by what it replaced."""
     from memory_tencentdb.pipeline.rules import same_subject  # the extractor's notion of a slot
 
-    terms = [set(tokenize.query_terms(r["content"])) for r in rows]
+    # The words already in the keyword index (one read, no re-tokenising), stop words aside.
+    indexed = store.indexed_tokens("l1", [r["rowid"] for r in rows])
+    terms = [indexed.get(r["rowid"], set()) - tokenize.STOP_WORDS for r in rows]
     out = list(range(len(rows)))
     for j in range(1, len(rows)):
         for i in range(j):

@@ -58,7 +58,15 @@ def search_memories(
     if len(items) > 1:
         by_id = {it["id"]: it for it in items}
         ordered = newer_first(
-            [{**it, "metadata": rows_by_id[it["id"]]["metadata"]} for it in items]
+            store,
+            [
+                {
+                    **it,
+                    "metadata": rows_by_id[it["id"]]["metadata"],
+                    "rowid": rows_by_id[it["id"]]["rowid"],
+                }
+                for it in items
+            ],
         )
         items = [by_id[it["id"]] for it in ordered]
     strategy_used = hits.strategy if hits.ranked else ("none" if not clean else hits.strategy)

@@ -276,33 +276,11 @@ def layer_sizes(store: Store) -> dict[str, int]:
     }
 
 
-def delete_l0(store: Store, record_ids: list[str]) -> int:
-    """Remove L0 rows from the index (retention; the files are handled by the caller)."""
-    removed: list[int] = []
-
-    def write(conn: Any) -> None:
-        for i in range(0, len(record_ids), 500):
-            chunk = record_ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = [
-                r[0]
-                for r in conn.execute(f"SELECT rowid FROM l0_messages WHERE id IN ({marks})", chunk)
-            ]
-            if not rows:
-                continue
-            rmarks = ",".join("?" * len(rows))
-            conn.execute(f"DELETE FROM l0_fts WHERE rowid IN ({rmarks})", rows)
-            conn.execute(f"DELETE FROM l0_messages WHERE rowid IN ({rmarks})", rows)
-            removed.extend(rows)
-
-    store._transaction(write)
-    if removed:
-        store._drop_from_indexes("l0", removed)
-    return len(removed)
-
-
-def delete_l1(store: Store, ids: list[str]) -> int:
-    """Remove L1 rows (purge of forgotten memories) from the table and the keyword index."""
+def _delete_rows(store: Store, layer: str, ids: list[str]) -> int:
+    """Remove rows of one layer (``l0`` or ``l1``) by id from its table and keyword index,
+    then from the vector indexes; 500 ids a statement keeps under SQLite's variable limit."""
+    table = {"l0": "l0_messages", "l1": "l1_memories"}[layer]
+    fts = f"{layer}_fts"
     removed: list[int] = []
 
     def write(conn: Any) -> None:
@@ -311,19 +289,29 @@ def delete_l1(store: Store, ids: list[str]) -> int:
             marks = ",".join("?" * len(chunk))
             rows = [
                 r[0]
-                for r in conn.execute(f"SELECT rowid FROM l1_memories WHERE id IN ({marks})", chunk)
+                for r in conn.execute(f"SELECT rowid FROM {table} WHERE id IN ({marks})", chunk)
             ]
             if not rows:
                 continue
             rmarks = ",".join("?" * len(rows))
-            conn.execute(f"DELETE FROM l1_fts WHERE rowid IN ({rmarks})", rows)
-            conn.execute(f"DELETE FROM l1_memories WHERE rowid IN ({rmarks})", rows)
+            conn.execute(f"DELETE FROM {fts} WHERE rowid IN ({rmarks})", rows)
+            conn.execute(f"DELETE FROM {table} WHERE rowid IN ({rmarks})", rows)
             removed.extend(rows)
 
     store._transaction(write)
     if removed:
-        store._drop_from_indexes("l1", removed)
+        store._drop_from_indexes(layer, removed)
     return len(removed)
+
+
+def delete_l0(store: Store, record_ids: list[str]) -> int:
+    """Remove L0 rows from the index (retention; the files are handled by the caller)."""
+    return _delete_rows(store, "l0", record_ids)
+
+
+def delete_l1(store: Store, ids: list[str]) -> int:
+    """Remove L1 rows (purge of forgotten memories) from the table and the keyword index."""
+    return _delete_rows(store, "l1", ids)
 
 
 def drop_vector_indexes(store: Store) -> list[str]:

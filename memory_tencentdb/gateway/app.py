@@ -71,6 +71,14 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
             return JSONResponse({"error": f"Invalid JSON body: {ctx}".strip()}, status_code=400)
         if any(e.get("type") == "missing" and tuple(e.get("loc", ())) == ("body",) for e in errors):
             return JSONResponse({"error": "Missing JSON body"}, status_code=400)
+        if any(isinstance(e.get("input"), bytes) for e in errors):
+            # FastAPI leaves the body unparsed unless it is declared JSON (curl -d alone sends
+            # form encoding); say that, not "must be an object, got bytes".
+            ctype = request.headers.get("content-type") or "none"
+            return JSONResponse(
+                {"error": f"body must be JSON with Content-Type: application/json (got {ctype})"},
+                status_code=415,
+            )
         return JSONResponse({"error": _describe(errors)}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)

@@ -41,7 +41,10 @@ class ForgetBody(Scoped):
 
 def _error(e: Exception) -> JSONResponse:
     code = 404 if isinstance(e, NotFound) else 422
-    return JSONResponse({"error": str(e).strip("'\"")}, status_code=code)
+    # The message as raised (str() of a KeyError would add quotes; stripping them cut the
+    # closing quote of "No memory with id 'm_x'").
+    message = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
+    return JSONResponse({"error": message}, status_code=code)
 
 
 def register(app: FastAPI, engine: Engine) -> None:
@@ -122,9 +125,12 @@ def register(app: FastAPI, engine: Engine) -> None:
     def forget_by_query(body: ForgetBody) -> Any:
         scope = resolve_scope(body.scope, body.user_id)
         if bool(body.query) == bool(body.ids):
-            return JSONResponse(
-                {"error": "give either query (what to forget) or ids, not both"}, status_code=422
+            error = (
+                "give either query (what to forget) or ids, not both"
+                if body.query
+                else "give query (what to forget) or ids (a non-empty list): neither was given"
             )
+            return JSONResponse({"error": error}, status_code=422)
         if body.ids:
             try:
                 found = forget.preview(engine.store, body.ids, scope)

@@ -173,8 +173,8 @@ def _lock_or_none(settings: Any, command: str, **info: Any) -> DataDirLock | Non
             print("Only one gateway may serve a data directory.", file=sys.stderr)
         else:
             print(
-                f"`{command}` needs the gateway stopped: stop it first"
-                " (POST /admin/shutdown, or SIGTERM to that pid).",
+                f"`{command}` needs the gateway stopped: stop it first with"
+                " `memory-tencentdb stop` (or POST /admin/shutdown, or SIGTERM to that pid).",
                 file=sys.stderr,
             )
         return None
@@ -258,7 +258,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
         return 1
     if r.status_code != 200:
-        print(f"error {r.status_code}: {r.text}", file=sys.stderr)
+        try:
+            body = r.json()
+        except ValueError:
+            body = None
+        message = body.get("error", r.text) if isinstance(body, dict) else r.text
+        print(f"error {r.status_code}: {message}", file=sys.stderr)
         return 1
     data = r.json()
     print(json.dumps(data["items"], ensure_ascii=False, indent=2) if args.json else data["results"])

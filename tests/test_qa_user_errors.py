@@ -4,6 +4,8 @@ an outside check that followed only the README). One gateway for the module; sco
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import httpx
 
@@ -62,3 +64,25 @@ def test_json_sent_without_a_json_content_type_is_named(shared_gateway, scope):
             "/search/conversations", json={"query": "爬山", "scope": scope, "limit": 5}
         ).json()
         assert found["total"] == 0  # nothing was written
+
+
+def _cli(gw, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memory_tencentdb", *args],
+        env=gw.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_messages_point_at_the_cli(shared_gateway):
+    """An offline command refused while the gateway runs names the command that stops it, and
+    a refused search prints the gateway's message, not its raw JSON."""
+    refused = _cli(shared_gateway, "reindex")
+    assert refused.returncode == 3, refused.stderr
+    assert "memory-tencentdb stop" in refused.stderr
+    empty = _cli(shared_gateway, "search", "")
+    assert empty.returncode == 1
+    assert "query: String should have at least 1 character" in empty.stderr
+    assert '{"error"' not in empty.stderr

@@ -86,3 +86,29 @@ def test_cli_messages_point_at_the_cli(shared_gateway):
     assert empty.returncode == 1
     assert "query: String should have at least 1 character" in empty.stderr
     assert '{"error"' not in empty.stderr
+
+
+def test_a_tool_result_over_a_mebibyte_is_offloaded_not_refused(shared_gateway, scope):
+    """Real tool outputs reach 666k characters (reference/offload-hosts.md), over 2 MB in UTF-8
+    when they are Chinese: exactly the results offload exists for. /offload/tool-result used
+    the 1 MiB limit of the small routes and answered 413, so the host kept them in context."""
+    lines = [f"第{i}行：订单 {i} 已处理 / order {i} processed" for i in range(40_000)]
+    result = "\n".join(lines)
+    assert len(result.encode()) > 1_500_000
+    with shared_gateway.client(timeout=120) as c:
+        r = c.post(
+            "/offload/tool-result",
+            json={
+                "session_key": "big-log",
+                "scope": scope,
+                "tool_call_id": "call_big_1",
+                "tool_name": "bash",
+                "arguments": {"cmd": "cat orders.log"},
+                "result": result,
+            },
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["offloaded"] is True
+        back = c.post("/offload/read", json={"tool_call_id": "call_big_1", "scope": scope})
+        assert back.status_code == 200
+        assert back.json()["content"] == result

@@ -191,5 +191,9 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
         lifecycle.track(app), engine.auth.token, server.cors_origins, server.max_body_bytes
     )
     guard.allowed_hosts |= {host_name(h) for h in [server.host, *server.allowed_hosts]}
-    guard.path_limits["/offload/assemble"] = engine.settings.memory.offload.assemble_max_body_bytes
+    # The offload routes carry what is big by nature: a context window, or one tool output
+    # (real ones reach megabytes); refusing them would keep exactly those in the context.
+    offload_limit = engine.settings.memory.offload.assemble_max_body_bytes
+    guard.path_limits["/offload/assemble"] = offload_limit
+    guard.path_limits["/offload/tool-result"] = offload_limit
     return guard  # type: ignore[return-value]

@@ -34,7 +34,13 @@ from memory_tencentdb.offload.messages import (
 )
 from memory_tencentdb.offload.records import OffloadRow, strip_id
 
-OVERHEAD = 4  # tokens per message for role and framing (OpenAI's own estimate: 3-4)
+OVERHEAD = 4
+
+
+def norm(text: str) -> str:
+    return " ".join(
+        text.split()
+    )  # tokens per message for role and framing (OpenAI's own estimate: 3-4)
 
 
 class Recorder(Protocol):
@@ -91,8 +97,11 @@ class Outcome:
 
 
 class Shrinker:
-    def __init__(self, rec: Recorder, fmt: str, th: Thresholds, fixed: int) -> None:
+    def __init__(
+        self, rec: Recorder, fmt: str, th: Thresholds, fixed: int, task_start: str | None = None
+    ) -> None:
         self.rec, self.fmt, self.th, self.fixed = rec, fmt, th, fixed
+        self.task_start = task_start  # the prompt that began the active task (L1.5)
         self.out = Outcome([], "none")
         self.total = 0
 
@@ -151,7 +160,7 @@ class Shrinker:
         return next((c for c in unit.calls if strip_id(c.id) == key), None)
 
     def stub_item(self, unit: Unit, item: Item, row: OffloadRow | None = None) -> bool:
-        if item.msg is None or item.state != "orig" or item.msg.role != "tool":
+        if unit.removed or item.msg is None or item.state != "orig" or item.msg.role != "tool":
             return False
         row = row or self.rec.row(item.msg.call_id or "")
         if row is None:
@@ -261,17 +270,23 @@ class Shrinker:
                 seen += 1
                 if seen > limit:
                     break
+                if u.removed:
+                    continue
                 if item.msg is not None and item.msg.role == "tool" and item.state == "orig":
                     row = self.rec.row(item.msg.call_id or "")
                     score = row.score if row else 5
                     cands.append((score, item.tokens, u, item))
-        cands.sort(key=lambda c: (-c[0], -c[1]))
-        hit = False
-        for _, _, u, item in cands:
-            if self.total < self.th.mild:
+        # The original's score cascade: for t = 7 .. 1 stub every candidate scoring >= t, and
+        # stop after a level once 10 were stubbed (and we are under the mild line). Stubs stay
+        # (rows marked offloaded are re-applied), so later calls keep the same, stable prefix.
+        hit = 0
+        for t in range(7, 0, -1):
+            for score, _, u, item in sorted(cands, key=lambda c: (-c[0], -c[1])):
+                if score >= t and item.state == "orig" and self.stub_item(u, item):
+                    hit += 1
+            if hit >= 10 and self.total < self.th.mild:
                 break
-            hit = self.stub_item(u, item) or hit
-        return hit
+        return hit > 0
 
     def _remove_head(self, target: float, keep_units: int = 2) -> bool:
         hit = False
@@ -347,14 +362,39 @@ class Shrinker:
             hit = self.truncate_item(item, keep, system=True) or hit
         return hit
 
+    def fold_old_tasks(self) -> bool:
+        """Above the mild line, the turns of tasks finished before the active one leave first:
+        the canvases of those tasks stand in for them (history metadata), their results and
+        texts are on disk. Only turns before the user message that began the active task."""
+        if self.total < self.th.mild or not self.task_start:
+            return False
+        start = None
+        for i, u in enumerate(self.out.units):
+            m = u.items[0].msg
+            if u.kind == "user" and m is not None and norm(m.body)[:300] == self.task_start:
+                start = i
+        if not start:
+            return False
+        hit = False
+        for u in self.out.units[:start]:
+            if u.kind != "system" and not u.removed and not u.protected:
+                self.remove_unit(u)
+                hit = True
+        return hit
+
     def run(self) -> Outcome:
         self.baseline()
         levels = []
+        if self.fold_old_tasks():
+            levels.append("aggressive")
         if self.mild():
             levels.append("mild")
         if self.aggressive():
             levels.append("aggressive")
         if self.emergency():
             levels.append("emergency")
-        self.out.level = levels[-1] if levels else ("mild" if self.out.stubbed else "none")
+        order = ["mild", "aggressive", "emergency"]
+        self.out.level = (
+            max(levels, key=order.index) if levels else ("mild" if self.out.stubbed else "none")
+        )
         return self.out

@@ -44,6 +44,7 @@ from memory_tencentdb.offload.tokens import TokenCounter
 
 log = logging.getLogger("memory_tencentdb.offload")
 
+CANVAS_SHOWN_TOKENS = 1500
 EmbedProvider = Callable[[], "boundaries.Embed | None"]
 
 
@@ -116,10 +117,10 @@ class OffloadService:
     def stub(self, sess: Session, row: OffloadRow) -> str:
         path = sess.scope.layout.root / row.result_ref if row.result_ref else None
         where = f" or open {path}" if path else ""
+        summary = row.summary if len(row.summary) <= 240 else row.summary[:239] + "…"
         return (
-            f"[Offloaded tool result | tool: {row.tool_name or '?'} | id: {row.tool_call_id}"
-            f" | node: {row.node_id or 'N/A'} | {row.tokens} tokens]\n"
-            f"Summary: {row.summary}\n"
+            f"[Offloaded tool result: {row.tool_name or '?'}, {row.tokens} tokens,"
+            f" node {row.node_id or 'N/A'}] {summary}\n"
             f'Full result: {guide.TOOL_NAME} {{"tool_call_id": "{row.tool_call_id}"}}{where}'
         )
 
@@ -243,6 +244,8 @@ class OffloadService:
         else:
             sess.state["active"] = target
             sess.state["pending_goal"] = None
+        if decision in ("new", "resume"):
+            sess.state["task_start"] = " ".join(prompt.split())[:300]
             if target:
                 prompts = sess.state.setdefault("task_prompts", {}).setdefault(target, [])
                 prompts.append(" ".join(prompt.split())[:300])
@@ -407,7 +410,9 @@ class OffloadService:
         active = sess.state.get("active") or sess.state.get("previous")
         if active and not (sess.scope.layout.mmds / active).exists():
             active = None
-        canvas_cap = max(200, int(budget * cfg.mmd_max_token_ratio))
+        # The original's L2 keeps a canvas under ~4,000 characters; the deterministic one grows
+        # a node per step, so only its newest nodes are shown (the file keeps every one).
+        canvas_cap = max(200, min(int(budget * cfg.mmd_max_token_ratio), CANVAS_SHOWN_TOKENS))
         block, info = self._canvas_block(sess, active, canvas_cap) if active else ("", None)
         fixed = system_tokens + self.count(guide_text) + (self.count(block) + 4 if block else 0)
         th = Thresholds(
@@ -419,7 +424,7 @@ class OffloadService:
             scan_ratio=cfg.mild_offload_scan_ratio,
             keep_tokens=cfg.tool_result_keep_tokens,
         )
-        shrinker = Shrinker(recorder, fmt, th, fixed)
+        shrinker = Shrinker(recorder, fmt, th, fixed, sess.state.get("task_start"))
         shrinker.build(msgs)
         outcome = shrinker.run()
         if not block:  # this very call recorded the task's first steps: its canvas shows now

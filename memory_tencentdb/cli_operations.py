@@ -352,7 +352,9 @@ def cmd_stop(args: argparse.Namespace) -> int:
     holder = lock_holder(settings.data_dir)
     try:
         with cli._client(settings) as c:
-            r = c.post("/admin/shutdown", json={"drain_s": args.drain})
+            # A live gateway answers this at once (the drain runs after the answer); a
+            # frozen one would hold the client's 30 s read timeout for nothing.
+            r = c.post("/admin/shutdown", json={"drain_s": args.drain}, timeout=5.0)
         answered = r.status_code == 202
         if not answered:
             print(f"the gateway refused to stop: {r.status_code} {r.text}", file=sys.stderr)
@@ -381,7 +383,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
             print(f"gateway of {settings.data_dir} stopped")
             return 0
         time.sleep(0.2)
-    print("the gateway is still running (draining); check `memory-tencentdb logs`", file=sys.stderr)
+    if answered:
+        print(
+            "the gateway is still running (draining); check `memory-tencentdb logs`",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"pid {holder['pid']} does not answer and has not exited (frozen or stopped?): it"
+            " drains when it runs again; check `memory-tencentdb logs`, or kill it yourself",
+            file=sys.stderr,
+        )
     return 1
 
 

@@ -4,6 +4,8 @@ an outside check that followed only the README). One gateway for the module; sco
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -66,13 +68,13 @@ def test_json_sent_without_a_json_content_type_is_named(shared_gateway, scope):
         assert found["total"] == 0  # nothing was written
 
 
-def _cli(gw, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(gw, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "memory_tencentdb", *args],
         env=gw.env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
     )
 
 
@@ -112,3 +114,23 @@ def test_a_tool_result_over_a_mebibyte_is_offloaded_not_refused(shared_gateway, 
         back = c.post("/offload/read", json={"tool_call_id": "call_big_1", "scope": scope})
         assert back.status_code == 200
         assert back.json()["content"] == result
+
+
+def test_stop_gives_up_quickly_on_a_frozen_gateway(start_gateway):
+    """`memory-tencentdb stop` on a gateway that accepts connections but does not answer
+    (SIGSTOP, a hung machine) waited the client's 30 s, then (--force) 40 s more, then said
+    "still running (draining)". The shutdown route answers at once when the gateway is alive,
+    so a few seconds decide; what is said names the frozen pid."""
+    gw = start_gateway()
+    os.kill(gw.proc.pid, signal.SIGSTOP)
+    try:
+        plain = _cli(gw, "stop", timeout=20)
+        assert plain.returncode == 1
+        assert f"held by pid {gw.proc.pid}" in plain.stderr
+        forced = _cli(gw, "stop", "--force", "--drain", "0", timeout=40)
+        assert forced.returncode == 1
+        assert f"sent SIGTERM to pid {gw.proc.pid}" in forced.stdout
+        assert "does not answer" in forced.stderr and "draining" not in forced.stderr
+    finally:
+        os.kill(gw.proc.pid, signal.SIGCONT)
+    assert gw.proc.wait(timeout=60) == 0  # the SIGTERM is handled once it runs: a drain, exit 0

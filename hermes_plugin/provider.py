@@ -199,6 +199,7 @@ class MemoryTencentdbProvider(MemoryProvider):
         self._session_id = ""
         self._scope = "default"
         self._user_id = ""
+        self._user_name = ""
         self._read_only = False
         self._ended = True  # nothing captured yet, so nothing to end
         self._last_ts = 0
@@ -245,6 +246,8 @@ class MemoryTencentdbProvider(MemoryProvider):
         hermes_session = str(session_id or "") or f"hermes-{uuid.uuid4().hex[:12]}"
         profile = str(kwargs.get("agent_identity") or "default")
         user_id = str(kwargs.get("user_id") or "")
+        # Hermes knows the user's display name on some platforms; L0 shows who spoke.
+        user_name = str(kwargs.get("user_name") or "").strip()[:80]
         with self._lock:
             # Initialising twice must not take a second reference on the gateway.
             already = self._initialized and not self._closed and self._gw is gw
@@ -252,6 +255,7 @@ class MemoryTencentdbProvider(MemoryProvider):
             self._hermes_session = hermes_session
             self._session_key = self._session_id = hermes_session
             self._user_id = user_id
+            self._user_name = user_name
             self._scope = settings.scope or default_scope(settings.home, profile, user_id)
             # Cron and flush agents must not write into the user's memory.
             self._read_only = str(kwargs.get("agent_context") or "primary") != "primary"
@@ -506,6 +510,8 @@ class MemoryTencentdbProvider(MemoryProvider):
             self._last_ts = captured[-1]["timestamp"]
             self._ended = False
             base = self._base()
+        if self._user_name:
+            base["user_name"] = self._user_name
         for batch in chunks(captured):
             self._submit(gw, "capture", "/capture", {**base, "messages": batch})
 

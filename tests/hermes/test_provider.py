@@ -163,6 +163,28 @@ def test_turns_are_captured_in_order_and_session_end_is_sent_once(env):
     assert log.count(f"session end: scope={p._scope} session=sess-order") == 1
 
 
+def test_the_hermes_user_name_is_stored_as_the_speaker(env):
+    """Hermes passes ``user_name`` on platforms that know it; L0 then says who spoke."""
+    p = MemoryTencentdbProvider()
+    p.initialize(
+        "sess-name", hermes_home=str(env.home), agent_identity="tester", user_name="Melanie"
+    )
+    up(p)
+    try:
+        p.sync_turn("I painted a sunrise over the lake yesterday", "Lovely!")
+        assert p._worker is not None and p._worker.flush(30)
+        r = httpx.post(
+            env.url + "/search/conversations",
+            json={"query": "painted sunrise lake", "scope": p._scope, "limit": 10},
+            headers=env.headers(),
+            timeout=30,
+        ).json()
+        speakers = {h["role"]: h.get("speaker") for h in r["items"]}
+        assert speakers.get("user") == "Melanie", r["items"]
+    finally:
+        p.shutdown()
+
+
 def test_tools_coerce_limits_and_report_errors_as_json(env):
     assert [_limit(v) for v in ("999", -4, "abc", None, 7.9, "3")] == [20, 1, 5, 5, 7, 3]
     p = started(MemoryTencentdbProvider(), "sess-tools", env.home)

@@ -88,7 +88,9 @@ export function createHooks({ config, link, warn, say = () => {}, turns, scopeOf
     const messages = withIds(toGatewayMessages(turn), runId);
     if (!messages.some((m) => m.role === "user")) return false;
 
-    const body = { session_key: sessionKey, ...sessionIdOf(ctx?.sessionId), scope: scopeOf(agentIdOf(ctx, sessionKey)), messages };
+    const agentId = agentIdOf(ctx, sessionKey);
+    // The agent's name goes with the turn, so L0 shows which OpenClaw agent answered.
+    const body = { session_key: sessionKey, ...sessionIdOf(ctx?.sessionId), scope: scopeOf(agentId), assistant_name: agentId, messages };
     const result = await link.post("/capture", body, { timeoutMs: config.capture.timeoutMs, startWaitMs: startWaitMs() });
     if (result.ok) return true;
     // A 4xx other than 401 is the gateway refusing this content: retrying cannot help, but the

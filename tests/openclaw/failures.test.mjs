@@ -61,6 +61,7 @@ test("healthy stub: recall injects both parts, capture sends this turn with the 
   );
   assert.equal(capture.path, "/capture");
   assert.equal(capture.body.scope, await expectedScope(api, "main"));
+  assert.equal(capture.body.assistant_name, "main", "the agent's name goes with the turn");
   assert.deepEqual(
     capture.body.messages.map((m) => [m.role, m.content]),
     [["user", "I prefer short answers, please."], ["assistant", "Understood."]],

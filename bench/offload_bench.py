@@ -368,7 +368,9 @@ def main() -> int:
                 res["assemble_latency"].append(assemble_latency(c, big, n, reps, 32_000))
             print("tool-result latency, 50 KB", flush=True)
             res["tool_result_latency"] = tool_result_latency(c, 10 if args.quick else 50)
-            res["health_offload"] = c.get("/health").json().get("offload")
+            off = dict(c.get("/health").json().get("offload") or {})
+            off.pop("data_dir", None)  # a path of this machine, not a figure
+            res["health_offload"] = off
     finally:
         gw.stop()
     res["wall_s"] = round(time.perf_counter() - t_start, 1)

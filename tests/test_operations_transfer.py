@@ -106,6 +106,9 @@ def test_export_then_import_gives_the_same_results_and_is_idempotent(
     lines = [json.loads(x) for x in export.read_text("utf-8").splitlines()]
     assert lines[0]["kind"] == "memory-tencentdb-export"
     assert {x["kind"] for x in lines[1:]} == {"message", "memory"}
+    # What the user forgot does not leave in the export, yet stays forgotten through import.
+    assert "两只猫" not in export.read_text("utf-8")
+    assert any(x.get("forgotten") and x["id"] == ids[2] for x in lines[1:])
     stdout = cli(g1.env(), "export", "--scope", scope)
     assert stdout.returncode == 0 and stdout.stdout == export.read_text("utf-8").replace(
         lines[0]["exported_at"], json.loads(stdout.stdout.splitlines()[0])["exported_at"]

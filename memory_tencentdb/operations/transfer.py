@@ -104,8 +104,18 @@ def export_lines(store: Store, scope: str | None) -> Iterator[dict[str, Any]]:
     }
     for row in admin.iter_messages(store, scope):
         yield _message_line(row)
+    # What the user forgot must not leave in a backup or a shared file: a forgotten memory and
+    # the older versions of it are exported by id and status only, so an import keeps them
+    # forgotten without their text. ``purge`` removes them from this data directory too.
+    forgotten = {
+        row["id"] for row in admin.iter_memories(store, scope) if row["status"] == "deleted"
+    }
     for row in admin.iter_memories(store, scope):
-        yield _memory_line(row)
+        line = _memory_line(row)
+        if row["status"] == "deleted" or row["id"].split(".v")[0] in forgotten:
+            line["content"] = ""
+            line["forgotten"] = True
+        yield line
 
 
 def export(
@@ -150,7 +160,8 @@ def _check_message(line: dict[str, Any], n: int) -> dict[str, Any]:
 def _check_memory(line: dict[str, Any], n: int) -> dict[str, Any]:
     _need(line, n, "id", str)
     _need(line, n, "content", str)
-    if not line["id"].strip() or not line["content"].strip():
+    # A forgotten memory (and its older versions) travels without its text.
+    if not line["id"].strip() or not (line["content"].strip() or line.get("forgotten")):
         raise ImportError_(f"line {n}: a memory needs an id and content")
     if line.get("type", "episodic") not in L1_TYPES:
         raise ImportError_(f"line {n}: type must be one of {', '.join(L1_TYPES)}")

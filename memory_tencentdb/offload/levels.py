@@ -253,6 +253,8 @@ class Shrinker:
                 if item.msg is None or item.state != "orig":
                     continue
                 row = self.rec.row(item.msg.call_id or "")
+                if row is None:  # a step the host never reported: row, ref and canvas node now
+                    row = self.rec.record_result(item.msg, self._call_of(u, item))
                 if (row is not None and row.offloaded is True) or (
                     u is not newest and item.tokens > self.th.keep_tokens
                 ):

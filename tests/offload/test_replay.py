@@ -207,11 +207,6 @@ def test_results_never_sent_to_tool_result_are_recorded_before_they_leave(
     assert len(rep.changed_ids) > 20
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine gap (reported to A1): steps seen only by /offload/assemble get no canvas "
-    "node, so there is no canvas message until the first result is offloaded",
-)
 @pytest.mark.parametrize("fmt", ["openai", "agent"])
 def test_canvas_from_the_first_step_without_tool_result_calls(gw: GatewayProcess, fmt: str) -> None:
     rep, _ = _unsent_run(gw, fmt)

@@ -35,7 +35,18 @@ def _post_raw(c: httpx.Client, route: str, raw: str) -> httpx.Response:
     return c.post(route, content=raw.encode("utf-8"), headers={"content-type": "application/json"})
 
 
-BAD_TIMESTAMPS = ["1e30", "100000000000000000000", str(2**63), "-1e30", "NaN", "Infinity"]
+BAD_TIMESTAMPS = [
+    "1e30",
+    "100000000000000000000",
+    str(2**63),
+    "-1e30",
+    "NaN",
+    "Infinity",
+    # Not a time at all: these were stored as "now" without a word.
+    "true",
+    '"yesterday"',
+    '"1e30"',
+]
 
 
 @pytest.mark.parametrize("value", BAD_TIMESTAMPS)
@@ -63,6 +74,24 @@ def test_impossible_timestamps_are_4xx_before_anything_is_written(
         assert ok.status_code == 200 and ok.json()["l0_recorded"] == 1
     stored = _lines_of(shared_gateway.data_dir, scope)
     assert [line["content"] for line in stored] == ["hello"]
+
+
+def test_a_number_sent_as_a_string_or_an_iso_time_is_read_as_that_time(
+    shared_gateway: GatewayProcess, scope: str
+):
+    with shared_gateway.client() as c:
+        for ts in ("1717000000", "2024-05-29T16:26:40Z"):
+            r = c.post(
+                "/capture",
+                json={
+                    "session_key": "s",
+                    "scope": scope,
+                    "messages": [{"role": "user", "content": f"at {ts}", "timestamp": ts}],
+                },
+            )
+            assert r.status_code == 200, r.text
+    stored = _lines_of(shared_gateway.data_dir, scope)
+    assert [line["timestamp"] for line in stored] == [1717000000000, 1717000000000], stored
 
 
 BAD_VALUES = [

@@ -9,6 +9,7 @@ field's path before anything is stored, wherever they sit, extra fields included
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import Query
@@ -99,12 +100,27 @@ class Message(BaseModel):
     # Who said it ("Melanie", an agent's name); indexed and shown with the message.
     speaker: OptText = None
 
-    @field_validator("timestamp")
+    @field_validator("timestamp", mode="before")
     @classmethod
     def _plausible_time(cls, value: Any) -> Any:
-        # Epoch seconds or milliseconds; anything else would overflow the index (int64) or
-        # every date type, so it is refused here rather than after the line is on disk.
-        number = isinstance(value, int | float) and not isinstance(value, bool)
+        # Epoch seconds or milliseconds, or ISO-8601; anything else would overflow the index
+        # (int64) or every date type, or be silently stored as "now", so it is refused here
+        # rather than after the line is on disk.
+        if isinstance(value, bool):
+            raise ValueError(f"{value!r} is not a time: epoch seconds/milliseconds or ISO-8601")
+        if isinstance(value, str) and value.strip():
+            text = value.strip()
+            try:
+                value = float(text)  # "1717000000": a number sent as a string
+            except ValueError:
+                try:
+                    datetime.fromisoformat(text.replace("Z", "+00:00"))
+                except ValueError:
+                    raise ValueError(
+                        f"{value!r} is not a time: epoch seconds/milliseconds or ISO-8601"
+                    ) from None
+                return value
+        number = isinstance(value, int | float)
         if number and not (math.isfinite(value) and 0 <= value <= MAX_TIMESTAMP_MS):
             raise ValueError(
                 f"{value!r} is not a time: epoch seconds or milliseconds between 0 and"

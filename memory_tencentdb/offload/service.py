@@ -41,6 +41,7 @@ from memory_tencentdb.offload.records import (
 from memory_tencentdb.offload.store import Scope, Session, content_of, message_id, prefix_of
 from memory_tencentdb.offload.summarize import describe_call, summarize
 from memory_tencentdb.offload.tokens import TokenCounter
+from memory_tencentdb.text.redact import redact, redact_obj
 
 log = logging.getLogger("memory_tencentdb.offload")
 
@@ -137,6 +138,11 @@ class OffloadService:
             return found
         if not result.timestamp:
             result.timestamp = self.now()
+        # Secrets in tool output (a printed .env, a token in a log) never reach a file: the ref,
+        # the row's summary and the canvas all derive from the redacted text, and read-back
+        # returns exactly that text (byte-exact for every result without a secret).
+        result.content = redact(result.content)
+        result.arguments = redact_obj(result.arguments)
         ref = sess.write_ref(result)
         tokens = self.count(result.content)
         row = OffloadRow(

@@ -102,6 +102,24 @@ def test_large_results_become_stubs_and_read_back_exactly(gw, client, scope):
         assert set(row) >= {"tool_call", "summary", "timestamp", "score", "result_ref"}
 
 
+def test_secrets_in_tool_output_never_reach_an_offload_file(gw, client, scope):
+    """Issue 13's redaction covers offload: ref, row, canvas and read-back hold the marker."""
+    key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    secret = "Hunter2Secret!"
+    text = f"export OPENAI_API_KEY={key}\n数据库密码是 {secret}\n" + EN_LOG
+    out = tool_result(
+        client, scope, "call_secret", text, arguments={"command": f"env OPENAI_API_KEY={key}"}
+    )
+    assert key not in json.dumps(out, ensure_ascii=False) and secret not in out["replacement"]
+    back = read(client, scope, tool_call_id="call_secret").json()["content"]
+    assert key not in back and secret not in back and "[REDACTED" in back
+    assert back.endswith(EN_LOG)  # everything else is kept as it was
+    for f in scope_dir(gw, client, scope).rglob("*"):
+        if f.is_file():
+            body = f.read_text("utf-8", "replace")
+            assert key not in body and secret not in body, f
+
+
 def test_small_result_is_kept_but_recorded(client, scope):
     out = tool_result(client, scope, "call_small", "3 passed in 0.12s", is_error=False)
     assert out["offloaded"] is False and out["replacement"] is None

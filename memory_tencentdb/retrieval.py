@@ -54,6 +54,8 @@ class Evidence:
     coverage: float = 0.0
     similarity: dict[str, float] = field(default_factory=dict)
     relevance: float | None = None
+    # The larger of the models' z-scores (see ``relevance``): what holds across languages.
+    relevance_best: float | None = None
 
 
 @dataclass
@@ -110,12 +112,15 @@ def relevance(
     scope: str,
     qvecs: dict[str, np.ndarray],
     rowids: list[int],
-) -> dict[int, float]:
+) -> tuple[dict[int, float], dict[int, float]]:
     """Per row: (query's score - mean of the reference questions' scores) / their spread, in each
-    model's own index space, the smaller over the models. Only indexes that can score given
-    rows (the in-memory one) take part; rows nothing could measure are absent."""
+    model's own index space; the smaller over the models (both agree) and the larger (the best
+    model's view: a model trained on one language puts a Chinese memory far from every English
+    text, so its z-score is near 0 for an English question the memory answers, while the
+    multilingual model sees the match). Only indexes that can score given rows (the in-memory
+    one) take part; rows nothing could measure are absent."""
     if not rowids:
-        return {}
+        return {}, {}
     per_model = []
     for model, qvec in qvecs.items():
         index = store.index(layer, model)
@@ -127,9 +132,13 @@ def relevance(
         spread = np.maximum(ref.std(axis=0), 1e-6)
         per_model.append((own - ref.mean(axis=0)) / spread)
     if not per_model:
-        return {}
-    z = np.nanmin(np.stack(per_model), axis=0)
-    return {r: float(v) for r, v in zip(rowids, z.tolist(), strict=True) if np.isfinite(v)}
+        return {}, {}
+
+    def by_row(z: np.ndarray) -> dict[int, float]:
+        return {r: float(v) for r, v in zip(rowids, z.tolist(), strict=True) if np.isfinite(v)}
+
+    stacked = np.stack(per_model)
+    return by_row(np.nanmin(stacked, axis=0)), by_row(np.nanmax(stacked, axis=0))
 
 
 def coverage(store: Store, layer: str, terms: list[str], rowids: list[int]) -> dict[int, float]:
@@ -235,7 +244,7 @@ def retrieve(
     fused = fuse(keyword, cover, rankings, weight)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: rows not measured
-        rel = relevance(store, vectorizer, layer, scope, qvecs, [r for r, _ in fused])
+        rel, rel_best = relevance(store, vectorizer, layer, scope, qvecs, [r for r, _ in fused])
     if rel:
         fused = sorted(
             ((r, f + RELEVANCE_WEIGHT * rel.get(r, 0.0)) for r, f in fused),
@@ -243,7 +252,12 @@ def retrieve(
         )
     hits.ranked = fused[:depth]
     kept = {r for r, _ in hits.ranked}
-    hits.evidence = {r: Evidence(coverage=cover.get(r, 0.0), relevance=rel.get(r)) for r in kept}
+    hits.evidence = {
+        r: Evidence(
+            coverage=cover.get(r, 0.0), relevance=rel.get(r), relevance_best=rel_best.get(r)
+        )
+        for r in kept
+    }
     for model, ranking in zip(models, rankings, strict=True):
         for rowid, sim in ranking:
             if rowid in kept:

@@ -325,3 +325,106 @@ def test_relative_dates_resolve_against_the_message_time(
     meta = mems[0]["metadata"]
     assert meta.get("activity_start_time") == start, meta
     assert meta.get("activity_end_time") == end, meta
+
+
+# -- across languages -------------------------------------------------------------------------
+
+# Scopes holding memories in one language asked about in the other (a user who switches
+# language between sessions). Before the relevance cut these were injected; a cut that drops
+# an allergy because it was stated in Chinese and asked about in English is worse than useless.
+CROSS_SCOPES = {
+    "xl-three": [
+        "我对花生过敏，平时喜欢吃川菜。",
+        "I prefer tea over coffee.",
+        "I live in Munich.",
+    ],
+    "xl-six": [
+        "I am allergic to peanuts.",
+        "I live in Munich with my wife.",
+        "我住在杭州西湖区。",
+        "我对海鲜过敏。",
+        "I prefer tea over coffee.",
+        "我喜欢周末去爬山。",
+    ],
+    "xl-pairs": [
+        "我养了一只叫豆豆的橘猫。",
+        "I work as a nurse at a children's hospital.",
+        "我每周三晚上打羽毛球。",
+        "My daughter is six years old.",
+        "我开一辆蓝色的斯巴鲁。",
+        "I am vegetarian and never eat meat.",
+        "我对青霉素过敏。",
+        "I am learning to play the cello.",
+    ],
+}
+CROSS_RELATED = [
+    ("xl-three", "what food am I allergic to", "花生"),
+    ("xl-three", "Can I eat peanut butter?", "花生"),
+    ("xl-three", "我住在哪里", "Munich"),
+    ("xl-three", "推荐一道适合我的零食", "花生"),
+    ("xl-six", "What should I do this weekend?", "爬山"),
+    ("xl-six", "我喝咖啡还是茶？", "tea"),
+    ("xl-pairs", "What is my cat's name?", "豆豆"),
+    ("xl-pairs", "我是做什么工作的？", "nurse"),
+    ("xl-pairs", "What sport do I play?", "羽毛球"),
+    ("xl-pairs", "我女儿几岁了？", "daughter"),
+    pytest.param(
+        "xl-pairs",
+        "What car do I drive?",
+        "斯巴鲁",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="known miss: the multilingual model's z-score is 1.9 (needs 2.3; a "
+            "first-person unrelated question reached 2.2)",
+        ),
+    ),
+    pytest.param(
+        "xl-pairs",
+        "今晚给我推荐一道菜",
+        "vegetarian",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="known miss: the multilingual model's z-score is 1.5 (needs 2.3; a "
+            "first-person unrelated question reached 2.2)",
+        ),
+    ),
+    ("xl-pairs", "Which medicine am I allergic to?", "青霉素"),
+    ("xl-pairs", "我在学什么乐器？", "cello"),
+]
+CROSS_UNRELATED = [
+    ("xl-three", "What is the capital of Australia?"),
+    ("xl-three", "解释一下TCP和UDP的区别。"),
+    ("xl-six", "How do I reverse a linked list in Python?"),
+    ("xl-six", "给我讲讲量子计算的基本原理。"),
+    ("xl-pairs", "Explain how a compiler works."),
+    ("xl-pairs", "长城有多长？"),
+]
+
+
+@pytest.fixture(scope="module")
+def cross_gateway(shared_gateway: GatewayProcess) -> GatewayProcess:
+    with shared_gateway.client() as c:
+        for scope, texts in CROSS_SCOPES.items():
+            for text in texts:
+                r = c.post(
+                    "/memories",
+                    json={"content": text, "type": "persona", "session_key": "p", "scope": scope},
+                )
+                assert r.status_code == 201, r.text
+    shared_gateway.wait_embedded(timeout=120)
+    return shared_gateway
+
+
+@pytest.mark.parametrize(("scope_name", "query", "needle"), CROSS_RELATED)
+def test_memory_in_the_other_language_is_recalled(cross_gateway, scope_name, query, needle):
+    body = _recall(cross_gateway, scope_name, query)
+    contents = [m["content"] for m in body["memories"]]
+    assert any(needle in c for c in contents), (query, contents, body["relevance"])
+    assert needle in body["prepend_context"]
+
+
+@pytest.mark.parametrize(("scope_name", "query"), CROSS_UNRELATED)
+def test_unrelated_question_injects_nothing_in_either_language(cross_gateway, scope_name, query):
+    body = _recall(cross_gateway, scope_name, query)
+    assert body["memories"] == [], [m["content"] for m in body["memories"]]
+    assert body["relevance"]["passed"] == 0

@@ -152,6 +152,8 @@ def test_one_exact_authorization_header(start_gateway):
     # Raw bytes: httpx itself refuses to send a header value with trailing whitespace.
     for value in (f"Bearer {KEY} ", f"Bearer {KEY}\t", f"Bearer  {KEY}", f"bearer {KEY}"):
         assert post([value]).startswith(b"HTTP/1.1 401"), repr(value)
+    # ... and the answer says what is wrong with the header, not that it is missing.
+    assert b"exactly 'Authorization: Bearer <key>'" in post([f"bearer {KEY}"])
 
 
 def _day_file(data_dir: Path) -> Path:

@@ -109,8 +109,10 @@ class GatewayGuard:
         if len(values) > 1:
             return "Unauthorized: more than one Authorization header"
         raw = values[0] if values else b""
-        if not raw.startswith(b"Bearer "):
+        if not raw:
             return "Unauthorized: missing Bearer token"
+        if not raw.startswith(b"Bearer "):
+            return "Unauthorized: the header must be exactly 'Authorization: Bearer <key>'"
         token = raw[len(b"Bearer ") :]
         if not token or not hmac.compare_digest(token, self.api_key):
             return "Unauthorized: invalid token"

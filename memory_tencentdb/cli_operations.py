@@ -9,7 +9,7 @@ with the data directory's key), and the offline data commands (export, import, p
     memory-tencentdb scopes | persona [--scope S] | scenes [--scope S]
     memory-tencentdb export [--scope S] > memories.jsonl
     memory-tencentdb import FILE | --from-original [DIR]
-    memory-tencentdb purge [--messages] [--yes]
+    memory-tencentdb purge [--messages]
 
 Client commands need the gateway running; export reads the files and works either way; import
 and purge rewrite the data directory, so they refuse (exit 3) while a gateway holds its lock.
@@ -495,11 +495,17 @@ def cmd_import_original(args: argparse.Namespace) -> int:
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
+    from memory_tencentdb import cli
     from memory_tencentdb.config import tzinfo
     from memory_tencentdb.operations import progress
     from memory_tencentdb.operations.purge import purge
     from memory_tencentdb.ownership import LOCKED_EXIT_CODE
 
+    # A mistyped data directory must not be created (and "purged") as a new, empty one.
+    where = cli._settings(args).data_dir
+    if not (where / "memory.db").exists():
+        print(f"nothing to purge: no memory.db in {where}", file=sys.stderr)
+        return 1
     settings, lock = _offline(args, "purge")
     if lock is None:
         return LOCKED_EXIT_CODE

@@ -85,3 +85,11 @@ def test_logs_stop_and_progress(tmp_path, scope):
     assert quiet.returncode == 0 and "%|" not in quiet.stderr
     shown = on_a_terminal(gw.env(), "import", str(tmp_path / "m.jsonl"))
     assert "import" in shown and "rows" in shown, shown
+
+
+def test_purge_of_a_data_directory_that_does_not_exist_creates_nothing(tmp_path):
+    missing = tmp_path / "typo" / "memory-tdai"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TDAI_", "MEMORY_TENCENTDB_"))}
+    out = cli({**env, "TDAI_DATA_DIR": str(missing)}, "purge")
+    assert out.returncode == 1 and "no memory.db" in out.stderr, (out.returncode, out.stderr)
+    assert not missing.exists() and not missing.parent.exists()

@@ -193,21 +193,28 @@ def _recall(
 #
 # Across languages the strict z-score (the smaller over the models) misses real matches: the
 # monolingual model scores "我对花生过敏" near 0 for "Can I eat peanut butter?". So when the query
-# is about the user (first person: I/me/my, 我), a candidate also passes when the better model's
+# is about the user (first person: I/my, 我), a candidate also passes when the better model's
 # z-score clears RELEVANCE_SELF. Questions about the world ("柏林墙是哪一年倒塌的？" against "training
 # for the Berlin marathon") keep the strict test, since a shared topic is all they have.
-# Calibrated through the gateway on zh<->en pairs (tests/test_recall_relevance.py): matches
-# 2.4 and above, first-person unrelated questions 2.2 and below.
+# Calibrated through the gateway on zh<->en pairs (tests/test_recall_relevance.py): real
+# matches measured 2.4 to 13.6 (two weaker pairs, 1.9 and 1.7, are still missed), first-person
+# unrelated questions 0.8 and below ("How do I reverse a linked list?"); a request such as
+# "给我讲讲量子计算" (2.2 against "I live in Munich with my wife") does not count as first person.
 RELEVANCE_GATE = 2.0
 RELEVANCE_KEEP = 1.5
-RELEVANCE_SELF = 2.3
+RELEVANCE_SELF = 2.0
 COVERAGE_PASS = 0.6
-_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|我", re.IGNORECASE)
+# "me" and "给我讲讲 / 帮我写" are the object of a request ("tell me about quantum computing"),
+# not a question about the user.
+_FIRST_PERSON = re.compile(r"\b(?:i|my|mine|myself)\b|我", re.IGNORECASE)
+_REQUEST_ME = re.compile(
+    r"(?:给|帮|替|为|教|告诉)我(?:讲|解释|写|翻译|介绍|说|算|查|列|画|做|总结)"
+)
 
 
 def about_the_user(query: str) -> bool:
     """Whether the query speaks in the first person (what personal memories answer)."""
-    return bool(_FIRST_PERSON.search(query))
+    return bool(_FIRST_PERSON.search(_REQUEST_ME.sub("", query)))
 
 
 def relevant_hits(

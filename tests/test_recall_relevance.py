@@ -357,6 +357,7 @@ CROSS_SCOPES = {
         "I am learning to play the cello.",
     ],
 }
+# Not asserted: "What car do I drive?" for "我开一辆蓝色的斯巴鲁。" measured 1.9 to 2.0, on the bar.
 CROSS_RELATED = [
     ("xl-three", "what food am I allergic to", "花生"),
     ("xl-three", "Can I eat peanut butter?", "花生"),
@@ -370,22 +371,11 @@ CROSS_RELATED = [
     ("xl-pairs", "我女儿几岁了？", "daughter"),
     pytest.param(
         "xl-pairs",
-        "What car do I drive?",
-        "斯巴鲁",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="known miss: the multilingual model's z-score is 1.9 (needs 2.3; a "
-            "first-person unrelated question reached 2.2)",
-        ),
-    ),
-    pytest.param(
-        "xl-pairs",
         "今晚给我推荐一道菜",
         "vegetarian",
         marks=pytest.mark.xfail(
             strict=True,
-            reason="known miss: the multilingual model's z-score is 1.5 (needs 2.3; a "
-            "first-person unrelated question reached 2.2)",
+            reason="known miss: the multilingual model's z-score is 1.7 (the cut needs 2.0)",
         ),
     ),
     ("xl-pairs", "Which medicine am I allergic to?", "青霉素"),
@@ -428,3 +418,45 @@ def test_unrelated_question_injects_nothing_in_either_language(cross_gateway, sc
     body = _recall(cross_gateway, scope_name, query)
     assert body["memories"] == [], [m["content"] for m in body["memories"]]
     assert body["relevance"]["passed"] == 0
+
+
+# -- compounds split into statements (the no-LLM extractor, through capture) ---------------------
+
+COMPOUNDS = {
+    "我对花生过敏，平时喜欢吃川菜。": ["我对花生过敏", "我平时喜欢吃川菜"],
+    "我对海鲜过敏，并且不吃辣。": ["我对海鲜过敏", "我不吃辣"],
+    "我喜欢喝茶，而且每天早上跑步。": ["我喜欢喝茶", "我每天早上跑步"],
+    "我住在杭州西湖区；每周三晚上打羽毛球。": ["我住在杭州西湖区", "我每周三晚上打羽毛球"],
+    "I live in Berlin and I prefer tea over coffee.": [
+        "I live in Berlin",
+        "I prefer tea over coffee",
+    ],
+    # One statement: the second clause is about the cat, not the user.
+    "我养了一只猫，叫豆豆。": ["我养了一只猫，叫豆豆"],
+}
+
+
+@pytest.mark.parametrize("text", sorted(COMPOUNDS))
+def test_compound_statement_becomes_one_memory_per_clause(shared_gateway, scope, text):
+    with shared_gateway.client() as c:
+        _say(c, scope, text)
+        mems = sorted(
+            m["content"].rstrip("。.") for m in _memories(c, scope) if m["status"] == "active"
+        )
+    assert mems == sorted(COMPOUNDS[text]), mems
+
+
+def test_captured_zh_allergy_is_recalled_for_an_english_question(shared_gateway, scope):
+    with shared_gateway.client() as c:
+        for text in (
+            "我对花生过敏，平时喜欢吃川菜。",
+            "I prefer tea over coffee.",
+            "I live in Munich.",
+        ):
+            _say(c, scope, text)
+        shared_gateway.wait_embedded(timeout=120)
+    for query in ("Can I eat peanut butter?", "what food am I allergic to"):
+        body = _recall(shared_gateway, scope, query)
+        assert any("花生" in m["content"] for m in body["memories"]), (query, body["relevance"])
+    body = _recall(shared_gateway, scope, "What is the capital of Australia?")
+    assert body["memories"] == [], [m["content"] for m in body["memories"]]

@@ -580,6 +580,28 @@ _FRAME_ONLY = re.compile(
 )
 
 
+# A zh clause that drops the subject of the clause before it ("我对花生过敏，平时喜欢吃川菜"):
+# frequency words, "also", negation and verbs of liking that can only describe the speaker.
+# Not "叫豆豆" (in "我养了一只猫，叫豆豆" it is the cat's name) nor "想早点睡" / "不想说话" (moods).
+_ZH_CARRY = re.compile(
+    r"^(?:平时|平常|平日|日常|每天|每周|每晚|每个?月|每个?周末|周末|经常|常常|总是|一般|通常|也|还|"
+    r"不(?:吃|喝|抽|碰|喜欢|爱|用)|从不|从来不|很少|只|最|特别|喜欢|爱|讨厌|偏爱|习惯|"
+    r"对[^，,。]{1,10}过敏)"
+)
+
+
+def _carry_subject(parts: list[str]) -> list[str]:
+    """Later clauses without a subject of their own get the first clause's 我/我们, so each
+    memory says whose it is ("平时喜欢吃川菜" -> "我平时喜欢吃川菜")."""
+    m = re.match(r"^(我们|我)", parts[0])
+    if not m:
+        return parts
+    return [parts[0]] + [
+        p if re.match(r"^(?:我|你|他|她|它)", p) or not _ZH_CARRY.match(p) else m.group(1) + p
+        for p in parts[1:]
+    ]
+
+
 def _split_compound(sentence: str) -> list[str]:
     """ "Always answer in English, never use emojis, and keep answers short" -> three rules."""
     zh = has_cjk(sentence)
@@ -600,6 +622,9 @@ def _split_compound(sentence: str) -> list[str]:
         return [sentence]
     if first.kind not in ("rule", "constraint"):
         # "My name is Ana and I work at Acme": split only if every piece is a statement.
+        if zh:
+            parts = _carry_subject(parts)
+            classified = [classify(p, inherit_rule=False) for p in parts]
         return parts if all(c is not None for c in classified) else [sentence]
 
     # Each piece must stand alone as a rule (or be long enough to be one after a rule opener).
@@ -672,8 +697,14 @@ def extract(text: str) -> list[RuleMemory]:
     """Memories stated in one user message, in order, without duplicates."""
     found: list[tuple[str, RuleMemory | None]] = []
     in_rule_list = False
+    subject = ""  # 我/我们 of the previous zh sentence ("我住在杭州；每周三晚上打羽毛球")
     for sentence in sentences(text):
         cleaned = _clean(sentence)
+        if has_cjk(cleaned):
+            if subject and _ZH_CARRY.match(cleaned):
+                cleaned = subject + cleaned
+            m = re.match(r"^(我们|我)", cleaned)
+            subject = m.group(1) if m else ""
         if cleaned.endswith((":", "：")):
             # "Three rules:" / "请记住三条规则：" introduces a list whose items are rules.
             in_rule_list = bool(_RULE_HEADER.search(cleaned))

@@ -262,8 +262,7 @@ class Vec0Index:
         found = dict(
             self._reader()
             .execute(
-                f"SELECT rowid, embedding FROM {self.table} WHERE rowid IN ({marks})"
-                " AND scope = ?",
+                f"SELECT rowid, embedding FROM {self.table} WHERE rowid IN ({marks}) AND scope = ?",
                 (*rowids, scope),
             )
             .fetchall()

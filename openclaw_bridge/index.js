@@ -6,14 +6,24 @@
 //   before_message_write   strips injected memory blocks from what gets persisted
 //   tools               -> POST /search/memories, /search/conversations
 //
+// Context offload (config offload.enabled; see lib/offload*.js, lib/context_engine.js):
+//   tool-result middleware -> POST /offload/tool-result   (large results become stubs)
+//   context engine (slot)  -> POST /offload/assemble      (before every model call)
+//   before_prompt_build    -> POST /offload/assemble      (the canvas once per turn, no slot)
+//   memory_tencentdb_offload_read -> POST /offload/read
+//
 // All memory logic lives in the gateway. Nothing here may break or block an agent run: register()
 // and every handler catch their own errors, and every call has a timeout and a circuit breaker.
 
 import { CircuitBreaker } from "./lib/breaker.js";
 import { GatewayClient } from "./lib/client.js";
 import { baseUrlOf, resolveConfig } from "./lib/config.js";
+import { createContextEngineFactory, EngineActivity, runtimeCompaction } from "./lib/context_engine.js";
 import { createHooks, REPLAY_BUDGET_MS } from "./lib/hooks.js";
 import { GatewayLink } from "./lib/link.js";
+import { createToolResultMiddleware } from "./lib/offload.js";
+import { createTurnCanvas, FallbackReporter, slotIsOurs } from "./lib/offload_canvas.js";
+import { createOffloadReadTool } from "./lib/offload_read.js";
 import { expectedDataDir, readGatewayKey, scopeResolver, stateDirOf } from "./lib/ownership.js";
 import { CaptureSpool } from "./lib/spool.js";
 import { createTools } from "./lib/tools.js";
@@ -21,6 +31,7 @@ import { TurnTracker } from "./lib/turns.js";
 import { createWarner, log } from "./lib/warn.js";
 
 export const PLUGIN_ID = "memory-tencentdb";
+const VERSION = "0.1.0";
 
 // OpenClaw calls register() several times per process (a full pass plus discovery passes, and
 // again on config reloads). State that must outlive one registration lives here: one link (and
@@ -32,6 +43,20 @@ const shownConfigWarnings = new Set();
 const loggerRef = { current: undefined };
 const warn = createWarner({ warn: (message) => loggerRef.current?.warn?.(message) });
 const say = (level, message) => log(loggerRef.current, level, message);
+// Offload state of this process: what the engine did per session, one fallback report per link,
+// one way to reach the runtime's compaction. The middleware is one function for the process
+// (OpenClaw keeps one registration per handler), serving the latest registration's settings.
+const activity = new EngineActivity();
+const fallbackReporters = new WeakMap();
+const delegateCompaction = runtimeCompaction();
+const middlewareRef = { current: undefined };
+async function toolResultMiddleware(event, ctx) {
+  try {
+    return await middlewareRef.current?.(event, ctx);
+  } catch {
+    return undefined;
+  }
+}
 
 function linkFor(config, stateDir) {
   const baseUrl = baseUrlOf(config);
@@ -67,8 +92,11 @@ function setup(api) {
   // of a run may also wait for the gateway it started (autoStart.waitMs, plus one health check).
   const startWait = config.autoStart.enabled ? config.autoStart.waitMs + 1_000 : 0;
   const hooks = createHooks({ config, link, warn, say, turns, scopeOf, spool });
-  if (config.recall.enabled || config.capture.enabled) {
-    api.on("before_prompt_build", hooks.before_prompt_build, { timeoutMs: config.recall.timeoutMs + startWait + 500 });
+  const offload = setupOffload(api, config, link, scopeOf);
+  if (config.recall.enabled || config.capture.enabled || offload.canvas) {
+    // Recall and the offload canvas run side by side; OpenClaw's hook timeout covers the slower.
+    const budget = Math.max(config.recall.timeoutMs, offload.canvas ? offload.canvasBudgetMs : 0);
+    api.on("before_prompt_build", promptBuild(hooks.before_prompt_build, offload.canvas), { timeoutMs: budget + startWait + 500 });
   }
   if (config.capture.enabled) {
     api.on("agent_end", hooks.agent_end, {
@@ -85,10 +113,74 @@ function setup(api) {
       api.registerTool(tool.factory, { name: tool.name });
     }
   }
+  if (offload.readTool) api.registerTool(offload.readTool.factory, { name: offload.readTool.name });
 
   if (config.autoStart.enabled && typeof api.registerService === "function") {
     api.registerService(gatewayService(config, link, hooks));
   }
+}
+
+/**
+ * The offload seams. The engine is registered whatever offload.enabled says, so a slot naming
+ * it never dangles (disabled, it passes the messages through); the middleware, the per-turn
+ * canvas and the read tool only with offload.enabled. Each registration failure is logged and
+ * leaves the rest of the plugin working.
+ */
+function setupOffload(api, config, link, scopeOf) {
+  const out = { canvas: undefined, canvasBudgetMs: 0, readTool: undefined };
+  if (typeof api.registerContextEngine === "function") {
+    try {
+      const factory = createContextEngineFactory({ pluginId: PLUGIN_ID, version: VERSION, config, link, warn, scopeOf, activity, delegateCompaction });
+      api.registerContextEngine(PLUGIN_ID, factory);
+    } catch (error) {
+      say("warn", `context engine not registered: ${error?.message ?? error}`);
+    }
+  }
+  if (!config.offload.enabled) return out;
+  middlewareRef.current = createToolResultMiddleware({ config, link, warn, scopeOf });
+  if (typeof api.registerAgentToolResultMiddleware === "function") {
+    try {
+      api.registerAgentToolResultMiddleware(toolResultMiddleware, { runtimes: ["openclaw"] });
+    } catch (error) {
+      say("warn", `tool results are not offloaded: ${error?.message ?? error}`);
+    }
+  } else {
+    say("warn", "tool results are not offloaded: this OpenClaw has no registerAgentToolResultMiddleware (2026.9.6 or later has)");
+  }
+  let fallback = fallbackReporters.get(link);
+  if (!fallback) {
+    fallback = new FallbackReporter({ pluginId: PLUGIN_ID, link, say });
+    fallbackReporters.set(link, fallback);
+  }
+  out.canvas = createTurnCanvas({
+    pluginId: PLUGIN_ID,
+    config,
+    link,
+    warn,
+    scopeOf,
+    activity,
+    slotOurs: () => slotIsOurs(api.config, PLUGIN_ID),
+    fallback,
+  });
+  out.canvasBudgetMs = config.offload.canvasTimeoutMs + fallback.timeoutMs;
+  out.readTool = createOffloadReadTool({ config, link, warn, scopeOf });
+  return out;
+}
+
+/** One before_prompt_build for recall and the offload canvas: both at once, results merged. */
+function promptBuild(recall, canvas) {
+  if (!canvas) return recall;
+  return async (event, ctx) => {
+    const [memory, task] = await Promise.all([recall(event, ctx), canvas(event, ctx).catch(() => undefined)]);
+    if (!task) return memory;
+    if (!memory) return task;
+    const out = { ...memory };
+    for (const key of ["prependContext", "appendSystemContext"]) {
+      const parts = [memory[key], task[key]].filter((p) => typeof p === "string" && p);
+      if (parts.length) out[key] = parts.join("\n\n");
+    }
+    return out;
+  };
 }
 
 // Inside a long-lived OpenClaw Gateway the service starts our gateway with OpenClaw (without

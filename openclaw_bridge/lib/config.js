@@ -20,6 +20,20 @@ export const DEFAULTS = Object.freeze({
   // Turns started by these triggers are neither recalled nor captured: they are not the user talking.
   skipTriggers: ["cron", "heartbeat", "memory", "overflow"],
   excludeAgents: [],
+  // Short-term context offload (issue 11): large tool results become stubs, a task canvas rides
+  // along with every model call. Off unless enabled (scripts/install-openclaw.sh --offload).
+  offload: {
+    enabled: false,
+    // POST /offload/tool-result, inside the tool loop: the model waits for it.
+    toolResultTimeoutMs: 3_000,
+    // POST /offload/assemble, before every model call when the context-engine slot is ours.
+    assembleTimeoutMs: 4_000,
+    // The once-per-turn canvas through before_prompt_build (no slot, or the slot fell back).
+    canvasTimeoutMs: 3_000,
+    readTimeoutMs: 8_000,
+    // Written by install-openclaw.sh --offload: the slot to restore with --no-offload.
+    previousSlot: "",
+  },
   autoStart: {
     enabled: false,
     command: "memory-tencentdb",

@@ -3,7 +3,16 @@
 
 // relevant-memories is the per-turn block; the others are the stable part, which an old gateway's
 // single `context` field mixes into the same prepended text.
-export const INJECTED_TAGS = ["relevant-memories", "user-persona", "scene-navigation", "memory-tools-guide"];
+// current_task_context / history_task_context are the offload's canvas blocks (a per-turn
+// prependContext without the context-engine slot).
+export const INJECTED_TAGS = [
+  "relevant-memories",
+  "user-persona",
+  "scene-navigation",
+  "memory-tools-guide",
+  "current_task_context",
+  "history_task_context",
+];
 
 const BLOCKS = INJECTED_TAGS.map((tag) => new RegExp(`<${tag}(?:\\s[^>]*)?>[\\s\\S]*?</${tag}>\\s*`, "g"));
 

@@ -41,10 +41,12 @@ export async function loadBridge() {
  * The subset of OpenClaw's plugin api the bridge touches, recording what it registers. Each
  * has its own state directory (as `api.runtime.state.resolveStateDir()` gives it).
  */
-export function fakeApi({ pluginConfig = {}, registrationMode = "full", stateDir = tempDir("oc-state-") } = {}) {
+export function fakeApi({ pluginConfig = {}, registrationMode = "full", stateDir = tempDir("oc-state-"), config = {} } = {}) {
   const hooks = new Map();
   const tools = new Map();
   const services = [];
+  const engines = new Map();
+  const middlewares = [];
   const logs = [];
   const logger = Object.fromEntries(
     ["debug", "info", "warn", "error"].map((level) => [level, (message) => logs.push({ level, message })]),
@@ -53,6 +55,8 @@ export function fakeApi({ pluginConfig = {}, registrationMode = "full", stateDir
     id: "memory-tencentdb",
     registrationMode,
     pluginConfig,
+    // OpenClaw's whole config (api.config): where plugins.slots.contextEngine is read.
+    config,
     stateDir,
     runtime: { state: { resolveStateDir: () => stateDir } },
     logger,
@@ -68,6 +72,14 @@ export function fakeApi({ pluginConfig = {}, registrationMode = "full", stateDir
     },
     registerService(service) {
       services.push(service);
+    },
+    engines,
+    middlewares,
+    registerContextEngine(id, factory) {
+      engines.set(id, factory);
+    },
+    registerAgentToolResultMiddleware(handler, options) {
+      middlewares.push({ handler, options });
     },
     warnings() {
       return logs.filter((l) => l.level === "warn" || l.level === "error").map((l) => l.message);

@@ -1,0 +1,245 @@
+// Context offload, part 2: the context engine (plugins.slots.contextEngine = the plugin id).
+//
+// With `ownsCompaction: true` OpenClaw calls assemble() once before the prompt and again before
+// every model call of the tool loop; each call goes to POST /offload/assemble, which stubs old
+// tool results, folds or drops what the budget cannot hold, and adds exactly one canvas message
+// (removing the one it added last time). The durable-turn contract (transcriptSemantics plus an
+// idempotent commitTurn) is what keeps OpenClaw from silently downgrading every turn to
+// `legacy`. Without offload.enabled the engine is a pass-through, so a slot that names us is
+// never left dangling.
+//
+// Nothing here may break a turn: every method catches its own errors and answers what the host
+// would have used without us (the input messages, "nothing compacted").
+
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+
+import { isExcludedAgent } from "./config.js";
+import { offloadSessionKey } from "./offload.js";
+import { agentIdOf } from "./turns.js";
+
+export const TRANSCRIPT_SEMANTICS = Object.freeze({
+  currentTurnFence: "before-current-turn-entry-v1",
+  turnAdvancementIdempotency: "atomic-idempotent-v1",
+});
+
+// The gateway's marker messages (canvas, history of tasks that left the context).
+const MARKERS = ["<current_task_context", "<history_task_context"];
+const ROLES = new Set(["user", "assistant", "toolResult"]);
+const MIN_BUDGET = 256; // the gateway refuses less
+
+/**
+ * What the engine did, per session, shared by every registration of this process (register()
+ * runs several times; hooks and the engine can come from different passes). The per-turn hook
+ * reads it to tell whether OpenClaw really used the engine this turn.
+ */
+export class EngineActivity {
+  constructor(limit = 512) {
+    this.limit = limit;
+    this.sessions = new Map(); // key -> { assembledAt, promptAt }
+    this.commits = new Set();
+  }
+
+  #entry(key) {
+    let entry = this.sessions.get(key);
+    if (!entry) {
+      entry = { assembledAt: 0, promptAt: 0 };
+      this.sessions.set(key, entry);
+      while (this.sessions.size > this.limit) this.sessions.delete(this.sessions.keys().next().value);
+    }
+    return entry;
+  }
+
+  assembled(key, now = Date.now()) {
+    if (key) this.#entry(key).assembledAt = now;
+  }
+
+  /**
+   * Called once per turn from before_prompt_build, which OpenClaw runs after the engine's
+   * pre-prompt assemble: true when the engine assembled since the previous turn's prompt.
+   */
+  promptBuilt(key, now = Date.now()) {
+    if (!key) return false;
+    const entry = this.#entry(key);
+    const used = entry.assembledAt > entry.promptAt && entry.assembledAt > 0;
+    entry.promptAt = now;
+    return used;
+  }
+
+  /** Idempotent turn commit: "committed" the first time a key is seen, then "duplicate". */
+  commit(advancementKey) {
+    const key = String(advancementKey ?? "");
+    if (!key) return "committed";
+    if (this.commits.has(key)) return "duplicate";
+    this.commits.add(key);
+    while (this.commits.size > this.limit * 4) this.commits.delete(this.commits.values().next().value);
+    return "committed";
+  }
+}
+
+/** The engine's factory for api.registerContextEngine(PLUGIN_ID, factory). */
+export function createContextEngineFactory({ pluginId, version, config, link, warn, scopeOf = (agentId) => agentId, activity, delegateCompaction }) {
+  const info = Object.freeze({
+    id: pluginId,
+    name: "memory-tencentdb context offload",
+    ...(version && { version }),
+    ownsCompaction: true,
+    transcriptSemantics: TRANSCRIPT_SEMANTICS,
+  });
+
+  async function assemble(params) {
+    const messages = Array.isArray(params?.messages) ? params.messages : [];
+    const unchanged = { messages, estimatedTokens: estimateTokens(messages) };
+    const sessionKey = offloadSessionKey(params?.sessionKey, params?.sessionId);
+    activity.assembled(sessionKey);
+    if (!config.offload.enabled || !sessionKey) return unchanged;
+    const agentId = agentIdOf({ agentId: params?.runtimeContext?.agentId }, sessionKey);
+    if (isExcludedAgent(agentId, config.excludeAgents)) return unchanged;
+    const budget = Math.floor(Number(params?.tokenBudget));
+    if (!Number.isFinite(budget) || budget <= 0) return unchanged;
+
+    const { dialogue, others } = splitForGateway(messages);
+    const body = {
+      session_key: sessionKey,
+      scope: scopeOf(agentId),
+      messages: dialogue,
+      token_budget: Math.max(MIN_BUDGET, budget),
+      format: "agent",
+      ...(typeof params?.prompt === "string" && params.prompt.trim() && { prompt: params.prompt }),
+    };
+    const result = await link.post("/offload/assemble", body, { timeoutMs: config.offload.assembleTimeoutMs });
+    if (!result.ok) {
+      warn(`offload:assemble:${result.reason}`, `context offload skipped for this model call: ${result.reason}`);
+      return unchanged;
+    }
+    const data = result.data && typeof result.data === "object" ? result.data : {};
+    if (!validMessages(data.messages)) {
+      warn("offload:assemble:malformed", "context offload skipped for this model call: the gateway's messages are malformed");
+      return unchanged;
+    }
+    const assembled = others.length ? [...others, ...data.messages] : data.messages;
+    const out = {
+      messages: assembled,
+      estimatedTokens: (Number.isFinite(data.estimated_tokens) ? data.estimated_tokens : estimateTokens(data.messages)) + estimateTokens(others),
+    };
+    if (typeof data.system_addition === "string" && data.system_addition.trim()) out.systemPromptAddition = data.system_addition;
+    return out;
+  }
+
+  async function compact(params) {
+    // ownsCompaction turns OpenClaw's own auto-compaction off; /compact and overflow recovery
+    // land here and are handed back to the runtime's compaction, which really compacts.
+    const delegate = await delegateCompaction();
+    if (!delegate) return { ok: false, compacted: false, reason: "memory-tencentdb: the runtime's compaction is not available" };
+    return delegate(params);
+  }
+
+  return function factory() {
+    // OpenClaw disposes the returned object after every turn: a fresh one each time, sharing
+    // only module state (the link, the activity), of which dispose tears down nothing.
+    return {
+      info,
+      assemble: guard("assemble", assemble, (p) => ({ messages: Array.isArray(p?.messages) ? p.messages : [], estimatedTokens: estimateTokens(p?.messages) }), warn),
+      commitTurn: guard("commitTurn", async (p) => ({ status: activity.commit(p?.advancementKey) }), () => ({ status: "committed" }), warn),
+      compact: guard("compact", compact, () => ({ ok: false, compacted: false, reason: "memory-tencentdb: compaction failed" }), warn),
+      bootstrap: async () => ({ bootstrapped: true, importedMessages: 0 }),
+      maintain: async () => ({ changed: false, bytesFreed: 0, rewrittenEntries: 0 }),
+      ingest: async () => ({ ingested: false }),
+      ingestBatch: async () => ({ ingestedCount: 0 }),
+      afterTurn: async () => {},
+      dispose: async () => {},
+    };
+  };
+}
+
+/** The runtime's compaction (openclaw/plugin-sdk/core), loaded on first use; null if absent. */
+export function runtimeCompaction(load = loadPluginSdk) {
+  let loaded;
+  return async function delegateCompaction() {
+    if (loaded === undefined) {
+      try {
+        const sdk = await load();
+        loaded = typeof sdk?.delegateCompactionToRuntime === "function" ? sdk.delegateCompactionToRuntime : null;
+      } catch {
+        loaded = null;
+      }
+    }
+    return loaded;
+  };
+}
+
+// A linked plugin has no node_modules/openclaw of its own: the bare name works when the host's
+// loader aliases it, else the package is found from the running OpenClaw's own entry script.
+async function loadPluginSdk() {
+  try {
+    return await import("openclaw/plugin-sdk/core");
+  } catch (first) {
+    const entry = process.argv[1];
+    if (!entry) throw first;
+    const path = createRequire(entry).resolve("openclaw/plugin-sdk/core");
+    return import(pathToFileURL(path).href);
+  }
+}
+
+/**
+ * What goes to /offload/assemble: the dialogue (user, assistant, toolResult), without our own
+ * earlier canvas and history blocks (the new ones replace them). Messages of other roles
+ * (OpenClaw's compaction or branch summaries, custom carriers) are not the gateway's to judge:
+ * they are kept, in order, ahead of the assembled dialogue.
+ */
+export function splitForGateway(messages) {
+  const dialogue = [];
+  const others = [];
+  for (const m of Array.isArray(messages) ? messages : []) {
+    if (!m || typeof m !== "object") continue;
+    if (isMarker(m)) continue;
+    (ROLES.has(m.role) ? dialogue : others).push(m);
+  }
+  return { dialogue, others };
+}
+
+export function isMarker(message) {
+  if (!message || message.role !== "user") return false;
+  const content = message.content;
+  const first = typeof content === "string" ? content : Array.isArray(content) ? content.find((b) => b?.type === "text")?.text : "";
+  return typeof first === "string" && MARKERS.some((m) => first.trimStart().startsWith(m));
+}
+
+/** An answer the host can use: AgentMessages, every tool result after a call with its id. */
+function validMessages(messages) {
+  if (!Array.isArray(messages)) return false;
+  const calls = new Set();
+  for (const m of messages) {
+    if (!m || typeof m !== "object" || !ROLES.has(m.role)) return false;
+    if (!(typeof m.content === "string" || Array.isArray(m.content))) return false;
+    if (m.role === "assistant" && Array.isArray(m.content)) {
+      for (const b of m.content) if (b?.type === "toolCall" && b.id) calls.add(String(b.id));
+    }
+    if (m.role === "toolResult" && !calls.has(String(m.toolCallId ?? ""))) return false;
+  }
+  return true;
+}
+
+export function estimateTokens(messages) {
+  if (!Array.isArray(messages)) return 0;
+  let chars = 0;
+  for (const m of messages) {
+    try {
+      chars += JSON.stringify(m?.content ?? "").length;
+    } catch {
+      chars += 0;
+    }
+  }
+  return Math.ceil(chars / 4);
+}
+
+function guard(name, fn, fallback, warn) {
+  return async (params) => {
+    try {
+      return await fn(params);
+    } catch (error) {
+      warn(`engine:${name}:bug`, `context engine ${name} failed (OpenClaw goes on without it): ${error?.message ?? error}`);
+      return fallback(params);
+    }
+  };
+}

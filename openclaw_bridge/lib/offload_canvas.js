@@ -1,0 +1,124 @@
+// Context offload, part 3: the task canvas once per turn through before_prompt_build, for when
+// the context engine is not in use: the slot names another engine (or none), or it names ours
+// and OpenClaw fell back to `legacy` for this turn. The latter is said once in OpenClaw's log and
+// reported to the gateway's /health (POST /offload/host-status), and cleared there when the
+// engine runs again.
+//
+// The call is POST /offload/assemble with the history before this turn and the new prompt: it
+// runs the gateway's task-boundary decision and records results it has not seen; only its canvas
+// message and its tool guide are used (a hook cannot change the history).
+
+import { isExcludedAgent } from "./config.js";
+import { splitForGateway } from "./context_engine.js";
+import { offloadSessionKey } from "./offload.js";
+import { agentIdOf } from "./turns.js";
+
+// The history is only read here, never cut: a budget no session reaches.
+const READ_ONLY_BUDGET = 10_000_000;
+const CANVAS_MARK = "<current_task_context";
+
+/** Whether OpenClaw's config puts our engine in the context-engine slot. */
+export function slotIsOurs(openclawConfig, pluginId) {
+  return openclawConfig?.plugins?.slots?.contextEngine === pluginId;
+}
+
+/**
+ * The fallback report: one log line per process and cause, and the gateway's /health field, set
+ * while the engine is bypassed and cleared when it runs again.
+ */
+export class FallbackReporter {
+  constructor({ pluginId, link, say, timeoutMs = 1_500 }) {
+    this.pluginId = pluginId;
+    this.link = link;
+    this.say = say;
+    this.timeoutMs = timeoutMs;
+    this.said = new Set();
+    this.reported = null; // what /health was last told: a reason, or null
+    this.pending = false;
+  }
+
+  async fellBack(reason) {
+    if (!this.said.has(reason)) {
+      this.said.add(reason);
+      this.say(
+        "warn",
+        `context engine "${this.pluginId}" is not in use: ${reason}. OpenClaw runs its legacy engine instead ` +
+          "(see its [context-engine] line); offload goes on with the tool-result stubs and one canvas per turn.",
+      );
+    }
+    await this.#report(reason);
+  }
+
+  async running() {
+    if (this.reported !== null) {
+      this.say("info", `context engine "${this.pluginId}" is in use again`);
+      await this.#report(null);
+    }
+  }
+
+  async #report(reason) {
+    if (this.reported === reason || this.pending) return;
+    this.pending = true;
+    try {
+      const result = await this.link.post(
+        "/offload/host-status",
+        { host: "openclaw", engine: this.pluginId, fallback: reason },
+        { timeoutMs: this.timeoutMs },
+      );
+      // Retried next turn when it did not arrive (a 404 is an older gateway: not worth retrying).
+      if (result.ok || result.status === 404) this.reported = reason;
+    } finally {
+      this.pending = false;
+    }
+  }
+}
+
+export function createTurnCanvas({ pluginId, config, link, warn, scopeOf = (agentId) => agentId, activity, slotOurs, fallback }) {
+  return async function canvasForTurn(event, ctx) {
+    if (!config.offload.enabled) return undefined;
+    const sessionKey = offloadSessionKey(ctx?.sessionKey, ctx?.sessionId);
+    if (!sessionKey) return undefined;
+    if (ctx?.trigger && config.skipTriggers.includes(ctx.trigger)) return undefined;
+    const agentId = agentIdOf(ctx, sessionKey);
+    if (isExcludedAgent(agentId, config.excludeAgents)) return undefined;
+
+    const engineUsed = activity.promptBuilt(sessionKey);
+    if (slotOurs()) {
+      if (engineUsed) {
+        await fallback.running();
+        return undefined; // the engine adds the canvas before every model call
+      }
+      await fallback.fellBack("OpenClaw did not call it before this turn's prompt");
+    }
+
+    const prompt = typeof event?.prompt === "string" ? event.prompt : "";
+    const { dialogue } = splitForGateway(event?.messages);
+    const body = {
+      session_key: sessionKey,
+      scope: scopeOf(agentId),
+      messages: dialogue,
+      token_budget: READ_ONLY_BUDGET,
+      format: "agent",
+      ...(prompt.trim() && { prompt }),
+    };
+    const result = await link.post("/offload/assemble", body, { timeoutMs: config.offload.canvasTimeoutMs });
+    if (!result.ok) {
+      warn(`offload:canvas:${result.reason}`, `task canvas skipped this turn: ${result.reason}`);
+      return undefined;
+    }
+    const data = result.data && typeof result.data === "object" ? result.data : {};
+    const canvas = Array.isArray(data.messages) ? data.messages.map(textOfMessage).find((t) => t.trimStart().startsWith(CANVAS_MARK)) : undefined;
+    const out = {};
+    if (canvas) out.prependContext = canvas;
+    if (typeof data.system_addition === "string" && data.system_addition.trim()) out.appendSystemContext = data.system_addition;
+    return Object.keys(out).length ? out : undefined;
+  };
+}
+
+function textOfMessage(message) {
+  if (!message || message.role !== "user") return "";
+  if (typeof message.content === "string") return message.content;
+  if (!Array.isArray(message.content)) return "";
+  const block = message.content.find((b) => b?.type === "text" && typeof b.text === "string");
+  return block ? block.text : "";
+}

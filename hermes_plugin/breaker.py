@@ -74,6 +74,19 @@ class CircuitBreaker:
             self._probe_in_flight = True
             return True
 
+    def refuses_now(self) -> bool:
+        """Would ``allow()`` refuse right now? A peek that takes no half-open probe slot.
+
+        Why: the offload seams hand the call to a worker thread; checking first spares that
+        hand-off (and its deadline) while the breaker is open.
+        """
+        if self._state == CLOSED:
+            return False
+        with self._lock:
+            if self._state == OPEN:
+                return self._clock() - self._opened_at < self.cooldown_s
+            return self._state == HALF_OPEN and self._probe_in_flight
+
     def record_success(self) -> None:
         """The gateway answered (any non-5xx answer counts): close."""
         if self._state == CLOSED and self._failures == 0:

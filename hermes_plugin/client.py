@@ -137,6 +137,20 @@ class GatewayClient:
 
     def post(self, path: str, body: dict[str, Any], timeout_s: float | None = None) -> Any:
         """POST through the breaker; returns the decoded JSON answer."""
+        return self._send("POST", path, body, None, timeout_s)
+
+    def get(self, path: str, params: dict[str, Any], timeout_s: float | None = None) -> Any:
+        """GET through the breaker (offload's canvases); returns the decoded JSON answer."""
+        return self._send("GET", path, None, params, timeout_s)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        params: dict[str, Any] | None,
+        timeout_s: float | None,
+    ) -> Any:
         if self.paused:
             raise GatewayNotOurs(self.paused)
         if not self.breaker.allow():
@@ -151,14 +165,24 @@ class GatewayClient:
                     self.breaker.record_failure()
                     raise GatewayUnavailable(f"gateway {kind}")
             token = self._token()
-            r = self._http.post(
-                path, json=body, headers=self._auth(token), timeout=_timeout(timeout_s)
+            r = self._http.request(
+                method,
+                path,
+                json=body,
+                params=params,
+                headers=self._auth(token),
+                timeout=_timeout(timeout_s),
             )
             if r.status_code == 401 and self.owner is not None:
                 fresh = self._token()  # a key file created or replaced since: try it once
                 if fresh and fresh != token:
-                    r = self._http.post(
-                        path, json=body, headers=self._auth(fresh), timeout=_timeout(timeout_s)
+                    r = self._http.request(
+                        method,
+                        path,
+                        json=body,
+                        params=params,
+                        headers=self._auth(fresh),
+                        timeout=_timeout(timeout_s),
                     )
                 if r.status_code == 401:
                     self.breaker.record_success()

@@ -34,6 +34,25 @@ _FIELDS: dict[str, tuple[tuple[str, ...], Any, type, float | None, float | None]
     "breaker_threshold": (("MEMORY_TENCENTDB_BREAKER_THRESHOLD",), 3, int, 1, 100),
     "breaker_cooldown_s": (("MEMORY_TENCENTDB_BREAKER_COOLDOWN_S",), 15.0, float, 0.0, 3600.0),
     "scope": (("MEMORY_TENCENTDB_SCOPE",), "", str, None, None),
+    # Context offload (issue 10): off by default; see offload.py.
+    "offload": (("MEMORY_TENCENTDB_OFFLOAD",), False, bool, None, None),
+    "offload_token_budget": (("MEMORY_TENCENTDB_OFFLOAD_TOKEN_BUDGET",), 0, int, 0, 10_000_000),
+    "offload_tool_timeout_s": (("MEMORY_TENCENTDB_OFFLOAD_TOOL_TIMEOUT_S",), 3.0, float, 0.1, 30.0),
+    "offload_request_timeout_s": (
+        ("MEMORY_TENCENTDB_OFFLOAD_REQUEST_TIMEOUT_S",),
+        1.5,
+        float,
+        0.05,
+        10.0,
+    ),
+    "offload_compress_timeout_s": (
+        ("MEMORY_TENCENTDB_OFFLOAD_COMPRESS_TIMEOUT_S",),
+        20.0,
+        float,
+        1.0,
+        120.0,
+    ),
+    "offload_previous_engine": ((), "", str, None, None),
 }
 
 _TRUE = ("1", "true", "yes", "on")
@@ -117,6 +136,12 @@ class Settings:
     breaker_threshold: int = 3
     breaker_cooldown_s: float = 15.0
     scope: str = ""
+    offload: bool = False
+    offload_token_budget: int = 0
+    offload_tool_timeout_s: float = 3.0
+    offload_request_timeout_s: float = 1.5
+    offload_compress_timeout_s: float = 20.0
+    offload_previous_engine: str = ""
     home: Path = field(default_factory=Path.home)
 
     @property
@@ -261,6 +286,16 @@ def config_schema() -> list[dict[str, Any]]:
             "description": "Seconds the first turn may wait for a gateway that is starting (0.5-7.5)",
             "default": "7",
             "env_var": "MEMORY_TENCENTDB_FIRST_TURN_BUDGET_S",
+        },
+        {
+            "key": "offload",
+            "description": (
+                "Context offload: large tool results become stubs, a task canvas is shown on every"
+                " call, the context engine folds old turns (sets context.engine)"
+            ),
+            "default": "false",
+            "choices": ["true", "false"],
+            "env_var": "MEMORY_TENCENTDB_OFFLOAD",
         },
         {
             "key": "data_dir",

@@ -27,7 +27,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from . import hooks
+from . import hooks, offload
 from .client import GatewayRejected, GatewayUnavailable
 from .config import Settings, config_schema, save
 from .link import Gateway, connect
@@ -212,6 +212,7 @@ class MemoryTencentdbProvider(MemoryProvider):
         self._id_prefix = uuid.uuid4().hex[:8]
         self.last_prefetch_ms = 0.0
         self.tool_calls_seen = 0
+        self._offload: bool | None = None  # None: not known before initialize
 
     # -- identity ----------------------------------------------------------------------------
 
@@ -271,6 +272,9 @@ class MemoryTencentdbProvider(MemoryProvider):
         if fresh_worker and not self._read_only:
             self._replay_kept(gw)
         hooks.route(hermes_session, self)
+        self._offload = settings.offload
+        if settings.offload:
+            offload.route(hermes_session, self._offload_route())
         if not already:
             gw.supervisor.acquire()
         gw.supervisor.ensure_started()
@@ -316,6 +320,7 @@ class MemoryTencentdbProvider(MemoryProvider):
                 gw.supervisor.wait_until_settled(SHUTDOWN_START_WAIT_S)
             worker.close(SHUTDOWN_DRAIN_S)
         hooks.unroute(self._hermes_session, self)
+        offload.unroute(self._hermes_session)
         if gw is not None:
             gw.supervisor.release()
 
@@ -339,6 +344,23 @@ class MemoryTencentdbProvider(MemoryProvider):
 
     def system_prompt_block(self) -> str:
         """The tool guide, plus the gateway's stable part (persona, scenes) when it is up."""
+        block = self._system_prompt_block()
+        return f"{block}\n\n{offload.GUIDE}" if self._offload else block
+
+    def _offload_route(self) -> offload.Route:
+        assert self._gw is not None
+        return offload.Route(self._gw, self._session_key, self._scope, self._user_id)
+
+    def _offload_on(self) -> bool:
+        """Offload switched on (known after initialize; before it, from the settings)."""
+        if self._offload is None:
+            try:
+                return Settings.load().offload
+            except Exception:  # noqa: BLE001
+                return False
+        return self._offload
+
+    def _system_prompt_block(self) -> str:
         gw = self._gw
         if gw is None or self._closed:
             return GUIDE
@@ -573,7 +595,10 @@ class MemoryTencentdbProvider(MemoryProvider):
             self._hermes_session = new_session_id
         if old != new_session_id:
             hooks.unroute(old, self)
+            offload.unroute(old)
         hooks.route(new_session_id, self)
+        if self._offload:
+            offload.route(new_session_id, self._offload_route())
 
     def on_memory_write(
         self,
@@ -614,7 +639,10 @@ class MemoryTencentdbProvider(MemoryProvider):
     # -- tools -------------------------------------------------------------------------------
 
     def get_tool_schemas(self) -> list[dict[str, Any]]:
-        return _tool_schemas()
+        schemas = _tool_schemas()
+        if self._offload_on():
+            schemas.append(dict(offload.READ_SCHEMA))
+        return schemas
 
     def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """Search tools → /search/*; the gateway's JSON verbatim, or a JSON error the model can read."""
@@ -622,6 +650,8 @@ class MemoryTencentdbProvider(MemoryProvider):
         if gw is None or self._closed:
             return json.dumps({"error": "memory_tencentdb is not initialised"})
         args = args if isinstance(args, dict) else {}
+        if tool_name == offload.READ_TOOL:
+            return offload.read_back(offload.route_for(self._hermes_session), args)
         if tool_name == FORGET:
             return self._forget(gw, args)
         query = str(args.get("query") or "").strip()

@@ -64,8 +64,13 @@ def _write_env(home: Path, values: dict[str, str]) -> None:
     env_path.chmod(0o600)
 
 
-def _activate(config: dict[str, Any] | None) -> bool:
-    """``memory.provider: memory_tencentdb`` in config.yaml, through Hermes's config writer."""
+def _activate(config: dict[str, Any] | None, home: Path, offload: bool | None = None) -> bool:
+    """``memory.provider: memory_tencentdb`` in config.yaml, through Hermes's config writer.
+
+    With ``offload`` given, ``context.engine`` follows it the way ``install-hermes.sh
+    --offload/--no-offload`` sets it: on selects our engine and remembers the one it replaces
+    (``offload_previous_engine`` in memory_tencentdb.json); off puts that one back.
+    """
     try:
         from hermes_cli.config import load_config, save_config  # type: ignore[import-not-found]
     except ImportError:
@@ -74,8 +79,53 @@ def _activate(config: dict[str, Any] | None) -> bool:
     if not isinstance(cfg.get("memory"), dict):
         cfg["memory"] = {}
     cfg["memory"]["provider"] = PROVIDER_NAME
+    if offload is not None:
+        _set_engine(cfg, home, offload)
     save_config(cfg)
     return True
+
+
+def _set_engine(cfg: dict[str, Any], home: Path, offload: bool) -> None:
+    ctx = cfg.get("context") if isinstance(cfg.get("context"), dict) else {}
+    current = str(ctx.get("engine") or "")
+    saved = _current(home)
+    if offload and current != PROVIDER_NAME:
+        saved["offload_previous_engine"] = current
+        ctx["engine"] = PROVIDER_NAME
+    elif not offload and current == PROVIDER_NAME:
+        previous = str(saved.pop("offload_previous_engine", "") or "")
+        if previous:
+            ctx["engine"] = previous
+        else:
+            ctx.pop("engine", None)
+    else:
+        return
+    cfg["context"] = ctx
+    _write_json(home, saved)
+
+
+def _write_json(home: Path, values: dict[str, Any]) -> None:
+    import json
+
+    path = home / CONFIG_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", "utf-8")
+    tmp.replace(path)
+
+
+def offload_status(home: Path, config: dict[str, Any] | None) -> str:
+    """One line for the setup screen: is offload on, and does config.yaml select our engine."""
+    on = bool(_current(home).get("offload"))
+    engine = ""
+    if isinstance(config, dict) and isinstance(config.get("context"), dict):
+        engine = str(config["context"].get("engine") or "")
+    shown = engine or "compressor (Hermes's default)"
+    if on and engine != PROVIDER_NAME:
+        return (
+            f"Context offload: on, but context.engine is {shown}: stubs and the canvas work,"
+            " compaction stays Hermes's (answer true again to select memory_tencentdb)"
+        )
+    return f"Context offload: {'on' if on else 'off'} (context.engine: {shown})"
 
 
 def run(
@@ -90,7 +140,8 @@ def run(
     home = Path(hermes_home)
     current = _current(home)
     out = stdout.write
-    out(f"\n  Configuring {PROVIDER_NAME} (Enter keeps the value in brackets):\n\n")
+    out(f"\n  Configuring {PROVIDER_NAME} (Enter keeps the value in brackets):\n")
+    out(f"  {offload_status(home, config)}\n\n")
     answers: dict[str, Any] = {}
     secrets: dict[str, str] = {}
     for field in config_schema():
@@ -127,7 +178,10 @@ def run(
     if secrets:
         _write_env(home, secrets)
         out("  API key saved to .env\n")
-    if _activate(config):
+    offload = answers.get("offload")
+    if _activate(config, home, offload if isinstance(offload, bool) else None):
         out(f"  Memory provider: {PROVIDER_NAME} (activation saved to config.yaml)\n")
+        if isinstance(offload, bool):
+            out(f"  {offload_status(home, config)}\n")
     out("  Start a new session to use it.\n\n")
     return answers

@@ -1,0 +1,495 @@
+"""The Hermes offload seams (hermes_plugin/offload*.py) against a real gateway.
+
+Two layers: the seams called the way Hermes calls them (keyword arguments, a ``next_call``)
+against a real gateway process, which pins down routing, caching, deadlines and fallbacks
+cheaply; and one session through the real ``hermes chat -Q -q`` with the fake LLM, switched on
+with ``install-hermes.sh --offload``, where the stub, the canvas, the read-back and the
+transcript are checked in what the model received and in Hermes's state.db.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sqlite3
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hermes_plugin import offload, offload_middleware
+from hermes_plugin.config import Settings
+from hermes_plugin.link import connect
+from hermes_plugin.offload_engine import OffloadEngine
+from tests.support.gateway import GatewayProcess, free_port
+
+from .harness import REPO, HermesHome, clean_env, main_requests
+from .slow_proxy import SlowProxy
+
+KEYWORD_ONLY = {"TDAI_EMBEDDING_PROVIDER": "none"}
+
+
+def big_result(n: int = 700) -> str:
+    """A terminal-like result of ~25 KB, Chinese and English mixed."""
+    return "\n".join(
+        f"第{i}行 构建日志 build step {i}: compiled module_{i}.py OK" for i in range(n)
+    )
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    gw = GatewayProcess(tmp_path_factory.mktemp("offload") / "data", env=KEYWORD_ONLY).start()
+    yield gw
+    gw.stop()
+
+
+def settings_for(port: int, token: str, tmp: Path, **kw) -> Settings:
+    return Settings(
+        gateway_port=port,
+        api_key=token,
+        auto_start=False,
+        home=tmp,
+        offload=True,
+        breaker_threshold=100,  # these tests provoke failures on purpose
+        **kw,
+    )
+
+
+@pytest.fixture
+def session(gateway: GatewayProcess, tmp_path: Path) -> Iterator[str]:
+    """A routed session (own scope) on the module's gateway; unrouted at the end."""
+    sid = f"hermes-{uuid.uuid4().hex[:10]}"
+    link = connect(settings_for(gateway.port, gateway.token or "", tmp_path))
+    offload.route(sid, offload.Route(link, sid, f"test-{uuid.uuid4().hex[:8]}"))
+    yield sid
+    offload.unroute(sid)
+
+
+def run_tool(sid: str, call_id: str, result: str, tool: str = "terminal") -> str:
+    return offload_middleware.on_tool_execution(
+        tool_name=tool,
+        args={"command": "make build"},
+        next_call=lambda _args: result,
+        session_id=sid,
+        tool_call_id=call_id,
+        turn_id="t1",
+    )
+
+
+def counts(gateway: GatewayProcess) -> dict:
+    h = httpx.get(gateway.base_url + "/health", headers=gateway.headers, timeout=10).json()
+    return h["offload"]["counts"]
+
+
+def canvases(messages: list[dict]) -> list[int]:
+    return [i for i, m in enumerate(messages) if offload.is_canvas(m)]
+
+
+def request_for(prompt: str, calls: list[tuple[str, str]]) -> dict:
+    """A chat_completions request as Hermes builds it: system, user, then tool rounds."""
+    msgs: list[dict] = [{"role": "system", "content": "You are Hermes."}]
+    msgs.append({"role": "user", "content": prompt})
+    for cid, content in calls:
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {"name": "terminal", "arguments": '{"command": "make"}'},
+                    }
+                ],
+            }
+        )
+        msgs.append({"role": "tool", "tool_call_id": cid, "content": content})
+    return {"model": "fake", "messages": msgs, "tools": [{"type": "function", "function": {}}]}
+
+
+def llm_request(sid: str, request: dict, api_mode: str = "chat_completions") -> dict | None:
+    return offload_middleware.on_llm_request(
+        request=request,
+        original_request=copy.deepcopy(request),
+        session_id=sid,
+        api_mode=api_mode,
+        api_call_count=1,
+    )
+
+
+# -- tool_execution ------------------------------------------------------------------------------
+
+
+def test_large_result_becomes_a_stub_small_stays_and_read_back_is_byte_exact(gateway, session):
+    original = big_result()
+    stub = run_tool(session, "call_big1", original)
+    assert stub.startswith("[Offloaded tool result: terminal"), stub
+    assert 'memory_tencentdb_offload_read {"tool_call_id": "call_big1"}' in stub
+    assert len(stub) < 1000
+
+    small = "exit 0: 3 files changed / 修改了 3 个文件"
+    assert run_tool(session, "call_small1", small) is small
+
+    # The model's way back: the exact original, Chinese included, nothing added.
+    target = offload.route_for(session)
+    assert offload.read_back(target, {"tool_call_id": "call_big1"}) == original
+    assert offload.read_back(target, {"tool_call_id": "call_small1"}) == small
+    missing = json.loads(offload.read_back(target, {"tool_call_id": "call_nope"}))
+    assert "nothing offloaded matches" in missing["error"]
+    both = json.loads(offload.read_back(target, {"tool_call_id": "a", "node_id": "001-N1"}))
+    assert "exactly one" in both["error"]
+    canvas = offload.read_back(target, {"canvas": "active"})
+    assert "flowchart TD" in canvas
+
+    # The read tool's own (large) answer is never offloaded again.
+    assert run_tool(session, "call_read1", original, tool=offload.READ_TOOL) is original
+
+
+def test_unrouted_sessions_pass_through_without_any_request(gateway, session):
+    before = counts(gateway)["tool_results"]
+    original = big_result()
+    assert run_tool("some-subagent-session", "call_x", original) is original
+    assert llm_request("some-subagent-session", request_for("hi", [])) is None
+    offload_middleware.on_pre_llm_call(session_id="some-subagent-session", user_message="hi")
+    assert counts(gateway)["tool_results"] == before
+
+
+def test_a_tool_that_raises_reaches_hermes_unchanged(session):
+    def boom(_args):
+        raise ValueError("tool failed")
+
+    with pytest.raises(ValueError, match="tool failed"):
+        offload_middleware.on_tool_execution(
+            tool_name="terminal",
+            args={},
+            next_call=boom,
+            session_id=session,
+            tool_call_id="call_boom",
+        )
+
+
+# -- llm_request ---------------------------------------------------------------------------------
+
+
+def test_one_canvas_before_the_prompt_cached_until_something_changes(gateway, session):
+    prompt = "Build the project and fix the failing module / 构建项目"
+    offload_middleware.on_pre_llm_call(session_id=session, user_message=prompt)
+    stub1 = run_tool(session, "call_a1", big_result())
+    request = request_for(prompt, [("call_a1", stub1)])
+
+    out = llm_request(session, request)
+    assert out is not None
+    sent = out["request"]["messages"]
+    assert canvases(sent) == [1], sent  # exactly one, just before the newest user message
+    assert sent[2] == {"role": "user", "content": prompt}
+    assert sent[1]["content"].startswith('<current_task_context file="')
+    assert sent[0]["role"] == "system"
+    view = offload.view_for(session)
+    assert view.refreshes == 1 and not view.dirty and not view.pending_prompt
+
+    # Nothing changed: the next call (Hermes retrying, say) makes no request to the gateway,
+    # and the canvas Hermes never persisted is not doubled if it comes back in the input.
+    assembles = counts(gateway)["assembles"]
+    again = llm_request(session, {**request, "messages": sent})
+    assert again is not None
+    assert canvases(again["request"]["messages"]) == [1]
+    assert again["request"]["messages"] == sent
+    assert counts(gateway)["assembles"] == assembles
+    assert view.refreshes == 1
+
+    # A new tool result changes the canvas: refreshed, still exactly one.
+    stub2 = run_tool(session, "call_a2", big_result(400))
+    request2 = request_for(prompt, [("call_a1", stub1), ("call_a2", stub2)])
+    third = llm_request(session, {**request2, "messages": [*sent[:3], *request2["messages"][2:]]})
+    msgs = third["request"]["messages"]
+    assert len(canvases(msgs)) == 1
+    assert view.refreshes == 2
+    assert msgs[canvases(msgs)[0]]["content"] != sent[1]["content"]  # a node more
+
+
+def test_stubs_chosen_by_the_gateway_are_reapplied_on_every_call(gateway, session):
+    """Results kept at the source are stubbed once the context passes the mild level."""
+    target = offload.route_for(session)
+    view = offload.view_for(session)
+    view.context_length = 4000  # small window: 20 kept results pass half of it
+    calls = []
+    for i in range(20):
+        text = f"result {i}: " + " ".join(f"value_{i}_{j} 数值{j}" for j in range(60))
+        assert run_tool(session, f"call_m{i}", text) == text  # kept at the source
+        calls.append((f"call_m{i}", text))
+    out = llm_request(session, request_for("summarise the values / 总结", calls))
+    sent = out["request"]["messages"]
+    stubbed = [m for m in sent if m.get("role") == "tool" and m["content"].startswith("[Offload")]
+    assert stubbed, "the gateway stubbed nothing past the mild level"
+    assert set(view.stubs) >= {m["tool_call_id"] for m in stubbed}
+    # The next call (not refreshed) gets the same stubs from the cache.
+    assert not view.dirty
+    again = llm_request(session, request_for("summarise the values / 总结", calls))
+    assert [m for m in again["request"]["messages"] if m.get("role") == "tool"] == [
+        m for m in sent if m.get("role") == "tool"
+    ]
+    assert offload.budget(target, view) == 4000
+
+
+def test_other_api_modes_and_failures_leave_the_request_unchanged(tmp_path):
+    sid = f"hermes-{uuid.uuid4().hex[:10]}"
+    dead = connect(settings_for(free_port(), "k", tmp_path))  # nothing listens there
+    offload.route(sid, offload.Route(dead, sid, "test-dead"))
+    try:
+        request = request_for("hi", [("call_1", "small")])
+        assert llm_request(sid, request, api_mode="anthropic_messages") is None
+        assert llm_request(sid, request) is None  # no canvas known, nothing to change
+        original = big_result()
+        assert run_tool(sid, "call_2", original) is original
+    finally:
+        offload.unroute(sid)
+
+
+# -- the engine ----------------------------------------------------------------------------------
+
+
+def long_history(n: int) -> list[dict]:
+    msgs: list[dict] = []
+    for i in range(n):
+        msgs.append({"role": "user", "content": f"step {i}: run the checks for module {i} / 检查"})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_h{i}",
+                        "type": "function",
+                        "function": {"name": "terminal", "arguments": f'{{"command": "t {i}"}}'},
+                    }
+                ],
+            }
+        )
+        body = " ".join(f"line {j} of check {i} 结果 ok" for j in range(40))
+        msgs.append({"role": "tool", "tool_call_id": f"call_h{i}", "content": body})
+        msgs.append({"role": "assistant", "content": f"module {i} passes"})
+    msgs.append({"role": "user", "content": "now write the summary / 写总结"})
+    return msgs
+
+
+def engine_for(sid: str, context_length: int) -> OffloadEngine:
+    engine = copy.deepcopy(OffloadEngine())  # what Hermes does for every agent
+    engine.update_model("fake", context_length)
+    engine.on_session_start(sid, hermes_home="")
+    return engine
+
+
+def test_engine_compacts_through_the_gateway_within_budget(gateway, session):
+    engine = engine_for(session, 6000)
+    assert engine.name == "memory_tencentdb"
+    history = long_history(30)
+    assert not engine.should_compress(1000)
+    assert engine.should_compress(5200)  # 0.85 of the budget
+    out = engine.compress(history, current_tokens=9000)
+    assert out is not history and offload.valid_messages(out)
+    assert len(out) < len(history)
+    assert not canvases(out)  # the llm_request middleware inserts a fresh one per call
+    assert out[-1] == history[-1]  # the current prompt stays last
+    assert out[0]["role"] == "user"
+    assert offload.estimate_messages(out) < 6000
+    assert engine.compression_count == 1
+    ids = {m.get("tool_call_id") for m in out if m.get("role") == "tool"}
+    calls = {c["id"] for m in out for c in m.get("tool_calls") or []}
+    assert ids == calls  # no orphan on either side
+    # After compaction the local estimate is the new size: no immediate second compaction.
+    assert not engine.should_compress(0)
+
+
+def test_engine_returns_its_input_when_the_gateway_is_down_or_too_slow(gateway, tmp_path):
+    history = long_history(12)
+    sid = f"hermes-{uuid.uuid4().hex[:10]}"
+    dead = connect(settings_for(free_port(), "k", tmp_path))
+    offload.route(sid, offload.Route(dead, sid, "test-dead"))
+    try:
+        engine = engine_for(sid, 3000)
+        assert engine.compress(history) is history
+        assert engine.compress_failures == 1
+    finally:
+        offload.unroute(sid)
+
+    with SlowProxy(gateway.base_url, delay_s=4.0) as proxy:
+        sid = f"hermes-{uuid.uuid4().hex[:10]}"
+        slow = connect(
+            settings_for(
+                proxy.port, gateway.token or "", tmp_path / "slow", offload_compress_timeout_s=1.0
+            )
+        )
+        offload.route(sid, offload.Route(slow, sid, f"test-{uuid.uuid4().hex[:8]}"))
+        try:
+            engine = engine_for(sid, 3000)
+            assert engine.compress(history) is history  # past its deadline
+        finally:
+            offload.unroute(sid)
+
+
+def test_engine_routes_a_provider_less_agent_itself(gateway, tmp_path, monkeypatch):
+    """A subagent (no memory provider) still gets offload, under its own session key."""
+    home = tmp_path / "hermes-home"
+    home.mkdir()
+    (home / "memory_tencentdb.json").write_text(
+        json.dumps({"offload": True, "gateway_port": gateway.port}), "utf-8"
+    )
+    monkeypatch.setenv("MEMORY_TENCENTDB_GATEWAY_API_KEY", gateway.token or "")
+    monkeypatch.setenv("MEMORY_TENCENTDB_AUTO_START", "false")
+    sid = f"subagent-{uuid.uuid4().hex[:8]}"
+    engine = engine_for(sid, 8000)
+    engine.on_session_start(sid, hermes_home=str(home))
+    try:
+        target = offload.route_for(sid)
+        assert target is not None and target.owner == "engine" and target.session_key == sid
+        assert [s["name"] for s in engine.get_tool_schemas()] == [offload.READ_TOOL]
+        original = big_result()
+        stub = run_tool(sid, "call_sub1", original)
+        assert stub.startswith("[Offloaded tool result")
+        got = engine.handle_tool_call(offload.READ_TOOL, {"tool_call_id": "call_sub1"})
+        assert got == original
+    finally:
+        offload.unroute(sid, owner="engine")
+
+
+# -- the real Hermes CLI -------------------------------------------------------------------------
+
+
+def install(home: HermesHome, *args: str) -> str:
+    env = clean_env()
+    env["HOME"] = str(home.root.parent)
+    r = subprocess.run(
+        [
+            "bash",
+            str(REPO / "scripts" / "install-hermes.sh"),
+            "--hermes-home",
+            str(home.root),
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def tool_message(request: dict, call_id: str) -> dict | None:
+    for m in request.get("messages", []):
+        if m.get("role") == "tool" and m.get("tool_call_id") == call_id:
+            return m
+    return None
+
+
+# A shell loop, since Hermes asks before running `python3 -c` (denied without a user).
+COMMAND = 'for i in $(seq 0 699); do echo "第${i}行 构建日志 build step ${i}: compiled module_${i}.py OK"; done'
+
+
+@pytest.mark.hermes
+def test_hermes_chat_with_offload_stub_canvas_read_back_and_transcript(
+    home: HermesHome, llm, tmp_path
+):
+    out = install(home, "--offload")
+    assert "context.engine = 'memory_tencentdb'" in out, out
+    gw = GatewayProcess(home.data_dir, env=KEYWORD_ONLY, port=home.port).start()
+    try:
+        llm.push(
+            {
+                "tool_calls": [
+                    {"id": "call_big1", "name": "terminal", "arguments": {"command": COMMAND}}
+                ]
+            },
+            {
+                "tool_calls": [
+                    {
+                        "id": "call_read1",
+                        "name": offload.READ_TOOL,
+                        "arguments": {"tool_call_id": "call_big1"},
+                    }
+                ]
+            },
+            {"content": "Build log checked: 700 steps OK."},
+        )
+        r = home.chat("运行构建命令 and check the build log", timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "700 steps OK" in r.stdout
+        reqs = main_requests(llm)
+        assert len(reqs) == 3, [len(x["messages"]) for x in reqs]
+        for req in reqs:
+            names = {t["function"]["name"] for t in req["tools"]}
+            assert offload.READ_TOOL in names
+            assert len(canvases(req["messages"])) <= 1
+        # After the terminal call: its result is a stub, and the canvas shows the step.
+        stub = tool_message(reqs[1], "call_big1")["content"]
+        assert stub.startswith("[Offloaded tool result: terminal"), stub
+        assert len(canvases(reqs[1]["messages"])) == 1
+        # The read-back: the terminal tool's exact result, every line of it.
+        back = tool_message(reqs[2], "call_read1")["content"]
+        output = json.loads(back)["output"]
+        assert (
+            output.splitlines()[-1] == "第699行 构建日志 build step 699: compiled module_699.py OK"
+        )
+        assert len(output.splitlines()) == 700
+        assert tool_message(reqs[2], "call_big1")["content"] == stub
+        assert len(canvases(reqs[2]["messages"])) == 1
+        at = canvases(reqs[2]["messages"])[0]
+        assert reqs[2]["messages"][at + 1]["role"] == "user"
+        assert "运行构建命令" in reqs[2]["messages"][at + 1]["content"]
+
+        # Hermes's transcript holds the stub (and the canvas never).
+        session = re.search(r"session_id:\s*(\S+)", r.stdout + r.stderr).group(1)
+        db = sqlite3.connect(home.root / "state.db")
+        try:
+            rows = db.execute(
+                "SELECT role, content, tool_call_id FROM messages WHERE session_id = ?", (session,)
+            ).fetchall()
+        finally:
+            db.close()
+        by_id = {cid: content for role, content, cid in rows if role == "tool"}
+        assert by_id["call_big1"] == stub
+        assert json.loads(by_id["call_read1"])["output"] == output
+        assert not any(
+            role == "user" and (content or "").startswith("<current_task_context")
+            for role, content, _ in rows
+        )
+        # The gateway's copy is the same result, byte for byte.
+        read = httpx.post(
+            gw.base_url + "/offload/read",
+            json={"tool_call_id": "call_big1", "scope": home.scope(), "session_key": session},
+            headers=gw.headers,
+            timeout=30,
+        ).json()
+        assert read["content"] == back
+    finally:
+        gw.stop()
+
+    # Switched off again: the engine setting is restored and Hermes sends no offload at all.
+    out = install(home, "--no-offload")
+    assert "context.engine removed" in out, out
+    gw = GatewayProcess(home.data_dir, env=KEYWORD_ONLY, port=home.port).start()
+    try:
+        llm.requests.clear()
+        llm.push(
+            {
+                "tool_calls": [
+                    {"id": "call_big2", "name": "terminal", "arguments": {"command": COMMAND}}
+                ]
+            },
+            {"content": "done"},
+        )
+        r = home.chat("run it again", timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        reqs = main_requests(llm)
+        assert len(reqs) == 2
+        for req in reqs:
+            assert offload.READ_TOOL not in {t["function"]["name"] for t in req["tools"]}
+            assert not canvases(req["messages"])
+            assert "Context offload" not in req["messages"][0]["content"]
+        assert len(json.loads(tool_message(reqs[1], "call_big2")["content"])["output"]) > 20_000
+    finally:
+        gw.stop()

@@ -170,7 +170,11 @@ class Engine:
         return max(0.0, total - min(1.0, total * 0.3))
 
     def recall(
-        self, query: str, scope: str, tool_names: dict[str, str] | None = None
+        self,
+        query: str,
+        scope: str,
+        tool_names: dict[str, str] | None = None,
+        team_scopes: tuple[str, ...] = (),
     ) -> recall_service.RecallResult:
         cfg = self.settings.memory.recall
         waited = self._await_semantic(self._query_budget())
@@ -188,6 +192,7 @@ class Engine:
             query,
             scope,
             tool_names,
+            team_scopes,
         )
 
     def search_memories(self, query: str, scope: str, limit: int, **filters: Any) -> dict[str, Any]:
@@ -203,10 +208,16 @@ class Engine:
             self.settings.memory.recall.strategy,
             filters.get("type"),
             filters.get("scene"),
+            tuple(filters.get("team_scopes") or ()),
         )
 
     def search_conversations(
-        self, query: str, scope: str, limit: int, session_key: str | None = None
+        self,
+        query: str,
+        scope: str,
+        limit: int,
+        session_key: str | None = None,
+        team_scopes: tuple[str, ...] = (),
     ) -> dict[str, Any]:
         self._await_semantic(self._query_budget())
         return recall_service.fair_share(
@@ -219,6 +230,7 @@ class Engine:
             limit,
             self.settings.memory.recall.strategy,
             session_key,
+            team_scopes,
         )
 
     def write_memory(self, **fields: Any) -> dict[str, Any]:

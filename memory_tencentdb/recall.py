@@ -91,12 +91,14 @@ def recall(
     query: str,
     scope: str,
     tool_names: dict[str, str] | None = None,
+    team_scopes: tuple[str, ...] = (),
 ) -> RecallResult:
-    """Recall within ``recall_cfg.timeout_ms``; on timeout an empty result, never an error."""
+    """Recall within ``recall_cfg.timeout_ms``; on timeout an empty result, never an error.
+    ``team_scopes``: other scopes whose memories join ``scope``'s (the caller may read them)."""
     deadline = time.monotonic() + recall_cfg.timeout_ms / 1000
     pool = _long_pool if len(query or "") > LONG_QUERY_CHARS else _pool
     future = pool.submit(
-        _recall, store, vectorizer, recall_cfg, tz, query, scope, tool_names, deadline
+        _recall, store, vectorizer, recall_cfg, tz, query, scope, tool_names, deadline, team_scopes
     )
     try:
         return future.result(timeout=max(0.001, recall_cfg.timeout_ms / 1000))
@@ -114,33 +116,27 @@ def _recall(
     scope: str,
     tool_names: dict[str, str] | None,
     deadline: float | None = None,
+    team_scopes: tuple[str, ...] = (),
 ) -> RecallResult:
     result = RecallResult()
     if deadline is not None and time.monotonic() >= deadline:
         return RecallResult(strategy="timeout")  # its caller has already answered; skip the work
     clean = clip_query(clean_captured(query or ""))
     if cfg.enabled and len(clean) >= 2:
-        hits = retrieve(
-            store,
-            vectorizer,
-            "l1",
-            scope,
-            clean,
-            cfg.strategy,
-            depth=max(cfg.max_results * 3, 20),
-            score_threshold=cfg.score_threshold,
+        relevant, rows, result.strategy, result.relevance = _relevant_in(
+            store, vectorizer, cfg, scope, clean
         )
-        # What ran: with the models not (yet) usable an empty answer was keyword-only.
-        ran = cfg.strategy if vectorizer.state == "ready" else "keyword"
-        result.strategy = hits.strategy if hits.ranked else ran
-        # The cut needs every candidate's type (instructions are never cut); without measured
-        # relevance only the ones shown are read.
-        cut = any(e.relevance is not None for e in hits.evidence.values())
-        rows = store.l1_rows(
-            [r for r, _ in (hits.ranked if cut else hits.ranked[: cfg.max_results])]
-        )
-        standing = {r for r, row in rows.items() if row["type"] == "instruction"}
-        relevant, result.relevance = relevant_hits(hits, cfg.max_results, standing, clean)
+        # Team scopes: each one is searched and cut on its own (its relevance is measured
+        # against its own memories), then the survivors compete on score with the scope's own.
+        for team in team_scopes:
+            more, more_rows, strategy, summary = _relevant_in(store, vectorizer, cfg, team, clean)
+            if more and not relevant and not rows:
+                result.strategy = strategy
+            relevant += more
+            rows.update(more_rows)
+            result.relevance.setdefault("team_scopes", {})[team] = summary
+        if team_scopes:
+            relevant.sort(key=lambda kv: (-kv[1], kv[0]))
         for rowid, score in relevant[: cfg.max_results]:
             row = rows.get(rowid)
             if row is None or row["status"] != "active":
@@ -154,6 +150,8 @@ def _recall(
                     "scene_name": row["scene_name"],
                     "score": round(score, 6),
                     "_row": row,
+                    # Where it came from, when more than one scope was searched.
+                    **({"scope": row["scope"]} if team_scopes else {}),
                 }
             )
     if len(result.memories) > 1:
@@ -182,6 +180,33 @@ def _recall(
     root = scope_root(store.data_dir, scope)
     result.append_system_context = stable_context(root, bool(lines), tool_names)
     return result
+
+
+def _relevant_in(
+    store: Store, vectorizer: Vectorizer, cfg: Any, scope: str, clean: str
+) -> tuple[list[tuple[int, float]], dict[int, dict[str, Any]], str, dict[str, Any]]:
+    """One scope's candidates that pass the relevance cut, their rows, the strategy that ran
+    and the cut's summary."""
+    hits = retrieve(
+        store,
+        vectorizer,
+        "l1",
+        scope,
+        clean,
+        cfg.strategy,
+        depth=max(cfg.max_results * 3, 20),
+        score_threshold=cfg.score_threshold,
+    )
+    # What ran: with the models not (yet) usable an empty answer was keyword-only.
+    ran = cfg.strategy if vectorizer.state == "ready" else "keyword"
+    strategy = hits.strategy if hits.ranked else ran
+    # The cut needs every candidate's type (instructions are never cut); without measured
+    # relevance only the ones shown are read.
+    cut = any(e.relevance is not None for e in hits.evidence.values())
+    rows = store.l1_rows([r for r, _ in (hits.ranked if cut else hits.ranked[: cfg.max_results])])
+    standing = {r for r, row in rows.items() if row["type"] == "instruction"}
+    relevant, summary = relevant_hits(hits, cfg.max_results, standing, clean)
+    return relevant, rows, strategy, summary
 
 
 # The relevance cut (calibrated on tests/fixtures/dev/ and the paraphrase sets; figures in

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_tencentdb.retrieval import newer_first, retrieve
+from memory_tencentdb.retrieval import Hits, newer_first, retrieve
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
@@ -24,11 +24,18 @@ def search_memories(
     strategy: str,
     type_filter: str | None = None,
     scene: str | None = None,
+    team_scopes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     clean = clip_query(clean_captured(query))
     filtered = bool(type_filter or scene)
-    hits = retrieve(
-        store, vectorizer, "l1", scope, clean, strategy, depth=limit * (6 if filtered else 3)
+    hits = _across(
+        store,
+        vectorizer,
+        "l1",
+        (scope, *team_scopes),
+        clean,
+        strategy,
+        depth=limit * (6 if filtered else 3),
     )
     rows = store.l1_rows([r for r, _ in hits.ranked])
     rows_by_id = {row["id"]: row for row in rows.values()}
@@ -49,6 +56,7 @@ def search_memories(
                 "priority": row["priority"],
                 "scene_name": row["scene_name"],
                 "score": round(score, 6),
+                **({"scope": row["scope"]} if team_scopes else {}),
                 "created_at": row["created_at"],
                 "updated_at": row["updated_at"],
             }
@@ -86,10 +94,18 @@ def search_conversations(
     limit: int,
     strategy: str,
     session_key: str | None = None,
+    team_scopes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     clean = clip_query(clean_captured(query))
-    hits = retrieve(
-        store, vectorizer, "l0", scope, clean, strategy, depth=limit * 3, session_key=session_key
+    hits = _across(
+        store,
+        vectorizer,
+        "l0",
+        (scope, *team_scopes),
+        clean,
+        strategy,
+        depth=limit * 3,
+        session_key=session_key,
     )
     rows = store.l0_rows([r for r, _ in hits.ranked])
     items = []
@@ -100,6 +116,7 @@ def search_conversations(
         items.append(
             {
                 "id": row["id"],
+                **({"scope": row["scope"]} if team_scopes else {}),
                 "session_key": row["session_key"],
                 "session_id": row["session_id"],
                 "role": row["role"],
@@ -119,6 +136,31 @@ def search_conversations(
         "strategy": hits.strategy if hits.ranked else "none",
         "items": items,
     }
+
+
+def _across(
+    store: Store,
+    vectorizer: Vectorizer,
+    layer: str,
+    scopes: tuple[str, ...],
+    query: str,
+    strategy: str,
+    depth: int,
+    session_key: str | None = None,
+) -> Hits:
+    """``retrieve`` in each scope (the first is the request's own, the others team scopes it
+    may read), merged by score: each scope is ranked against its own rows, as it is alone."""
+    first = retrieve(store, vectorizer, layer, scopes[0], query, strategy, depth, session_key)
+    if len(scopes) == 1:
+        return first
+    ranked = list(first.ranked)
+    for scope in scopes[1:]:
+        more = retrieve(store, vectorizer, layer, scope, query, strategy, depth, session_key)
+        first.keyword = first.keyword or more.keyword
+        first.vector = first.vector or more.vector
+        ranked += more.ranked
+    first.ranked = sorted(ranked, key=lambda kv: (-kv[1], kv[0]))[:depth]
+    return first
 
 
 def _when(item: dict[str, Any]) -> str:

@@ -99,6 +99,9 @@ class ServerSettings(Block):
     # "on": the configured key, else the data directory's own ``gateway.key`` (created on first
     # start); "off": no auth at all, an explicit choice (``server.auth: off``/TDAI_GATEWAY_AUTH).
     auth: Literal["on", "off"] = "on"
+    # Principals with their own keys and team scopes with readers/writers (gateway/access.py);
+    # default ``<data_dir>/keys.json`` when it exists. Without one the single key is the owner.
+    keys_file: OptionalStr = None
     cors_origins: StrList = Field(default_factory=list)
     # Host-header names accepted besides "localhost", the bound host and IP literals (against
     # DNS rebinding); ".example.com" matches its subdomains, "*" accepts any name.

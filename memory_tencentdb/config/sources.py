@@ -42,6 +42,7 @@ NAMED_ENV: dict[Path_, tuple[str, ...]] = {
     ("server", "port"): ("TDAI_GATEWAY_PORT", "MEMORY_TENCENTDB_GATEWAY_PORT"),
     ("server", "api_key"): ("TDAI_GATEWAY_API_KEY", "MEMORY_TENCENTDB_GATEWAY_API_KEY"),
     ("server", "auth"): ("TDAI_GATEWAY_AUTH", "MEMORY_TENCENTDB_GATEWAY_AUTH"),
+    ("server", "keys_file"): ("TDAI_GATEWAY_KEYS_FILE",),
     ("server", "cors_origins"): ("TDAI_CORS_ORIGINS",),
     ("server", "allowed_hosts"): ("TDAI_GATEWAY_ALLOWED_HOSTS",),
     ("server", "max_body_bytes"): ("TDAI_GATEWAY_MAX_BODY_BYTES",),

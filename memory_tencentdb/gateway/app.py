@@ -2,7 +2,8 @@
 
 Every bad input is a 4xx with ``{"error": "..."}`` naming what is wrong: 400 for unparseable
 JSON, 401 auth, 404 unknown route or id, 413 too large, 422 wrong or missing fields. A 500 means
-a fault of ours, and is logged.
+a fault of ours, and is logged. 403 is a scope the caller's key may not read or write (named in
+the message; ``gateway/access.py``), answered before anything is written.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memory_tencentdb import __version__
-from memory_tencentdb.engine import Engine, resolve_scope
-from memory_tencentdb.gateway import operations_routes
+from memory_tencentdb.engine import Engine
+from memory_tencentdb.gateway import access, operations_routes
 from memory_tencentdb.gateway import schemas as s
 from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody
 from memory_tencentdb.gateway.offload_routes import offload_router
@@ -45,6 +46,8 @@ def _describe(errors: list[dict[str, Any]]) -> str:
 def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
     if lifecycle is None:
         lifecycle = Lifecycle(engine, engine.settings.server.drain_timeout_s)
+    # Before anything is served: a bad keys file stops start-up with a message naming it.
+    policy = access.load_policy(engine.settings.server, engine.data_dir, engine.auth)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -61,6 +64,7 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
+    app.state.access_policy = policy
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -103,8 +107,9 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
         return {**engine.health(), "draining": lifecycle.draining}
 
     @app.post("/admin/shutdown", status_code=202)
-    def shutdown(body: ShutdownBody | None = None) -> Any:
+    def shutdown(request: Request, body: ShutdownBody | None = None) -> Any:
         """Drain, then exit (202); ``{"cancel": true}`` cancels a drain not yet exited (200)."""
+        access.require_owner(request, "shut the gateway down")
         body = body or ShutdownBody()
         if body.cancel:
             return JSONResponse({"cancelled": lifecycle.cancel()}, status_code=200)
@@ -114,37 +119,46 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
     app.include_router(offload_router(engine))
 
     @app.post("/capture")
-    def capture(body: s.CaptureBody) -> dict[str, Any]:
-        scope = resolve_scope(body.scope, body.user_id)
+    def capture(body: s.CaptureBody, request: Request) -> dict[str, Any]:
+        scope = access.writable(request, body.scope, body.user_id)
         rows = engine.capture(scope, body.session_key, body.session_id or "", body.turn())
         return {"l0_recorded": len(rows), "scheduler_notified": bool(engine.listeners)}
 
     @app.post("/recall")
-    def recall(body: s.RecallBody) -> dict[str, Any]:
+    def recall(body: s.RecallBody, request: Request) -> dict[str, Any]:
         names = body.tool_names.model_dump(exclude_none=True) if body.tool_names else None
-        result = engine.recall(body.query, resolve_scope(body.scope, body.user_id), names)
+        scope = access.readable(request, body.scope, body.user_id)
+        teams = access.team_scopes(request, scope, body.team_scopes)
+        result = engine.recall(body.query, scope, names, team_scopes=teams)
         return result.as_json()
 
     @app.post("/search/memories")
-    def search_memories(body: s.SearchMemoriesBody) -> dict[str, Any]:
+    def search_memories(body: s.SearchMemoriesBody, request: Request) -> dict[str, Any]:
+        scope = access.readable(request, body.scope, body.user_id)
         return engine.search_memories(
             body.query,
-            resolve_scope(body.scope, body.user_id),
+            scope,
             body.limit,
+            team_scopes=access.team_scopes(request, scope, body.team_scopes),
             type=body.type,
             scene=body.scene,
         )
 
     @app.post("/search/conversations")
-    def search_conversations(body: s.SearchConversationsBody) -> dict[str, Any]:
+    def search_conversations(body: s.SearchConversationsBody, request: Request) -> dict[str, Any]:
+        scope = access.readable(request, body.scope, body.user_id)
         return engine.search_conversations(
-            body.query, resolve_scope(body.scope, body.user_id), body.limit, body.session_key
+            body.query,
+            scope,
+            body.limit,
+            body.session_key,
+            team_scopes=access.team_scopes(request, scope, body.team_scopes),
         )
 
     @app.post("/session/end")
-    def session_end(body: s.SessionEndBody) -> dict[str, Any]:
+    def session_end(body: s.SessionEndBody, request: Request) -> dict[str, Any]:
         done = engine.end_session(
-            resolve_scope(body.scope, body.user_id),
+            access.writable(request, body.scope, body.user_id),
             body.session_key,
             body.session_id or "",
             wait=body.wait,
@@ -156,11 +170,11 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
     operations_routes.register(app, engine)
 
     @app.post("/memories", status_code=201)
-    def create_memory(body: s.MemoryBody) -> dict[str, Any]:
+    def create_memory(body: s.MemoryBody, request: Request) -> dict[str, Any]:
         record = engine.write_memory(
             content=body.content,
             type_=body.type,
-            scope=resolve_scope(body.scope, body.user_id),
+            scope=access.writable(request, body.scope, body.user_id),
             session_key=body.session_key,
             session_id=body.session_id or "",
             priority=body.priority,
@@ -170,26 +184,27 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
         return {"id": record["id"]}
 
     @app.get("/memories/{memory_id}")
-    def get_memory(memory_id: str, scope: s.QueryText = None, user_id: s.QueryText = None) -> Any:
+    def get_memory(
+        memory_id: str, request: Request, scope: s.QueryText = None, user_id: s.QueryText = None
+    ) -> Any:
         # Same scope rule as every other route; another scope's id is simply not found here.
-        found = engine.memory(memory_id, resolve_scope(scope, user_id))
+        found = engine.memory(memory_id, access.readable(request, scope, user_id))
         if found is None:
             return JSONResponse({"error": f"No memory with id {memory_id!r}"}, status_code=404)
         return found
 
     @app.post("/seed")
-    def seed(body: s.SeedBody) -> Any:
+    def seed(body: s.SeedBody, request: Request) -> Any:
         from memory_tencentdb.seed import SeedValidationError, run_seed
 
+        access.writable(request, body.scope, body.user_id)
         try:
             return run_seed(engine, body)
         except SeedValidationError as e:
             return JSONResponse({"error": str(e), "validation_errors": e.errors}, status_code=400)
 
     server = engine.settings.server
-    guard = GatewayGuard(
-        lifecycle.track(app), engine.auth.token, server.cors_origins, server.max_body_bytes
-    )
+    guard = GatewayGuard(lifecycle.track(app), policy, server.cors_origins, server.max_body_bytes)
     guard.allowed_hosts |= {host_name(h) for h in [server.host, *server.allowed_hosts]}
     # The offload routes carry what is big by nature: a context window, or one tool output
     # (real ones reach megabytes); refusing them would keep exactly those in the context.

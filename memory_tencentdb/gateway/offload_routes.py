@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from memory_tencentdb.engine import Engine, resolve_scope
+from memory_tencentdb.engine import Engine
+from memory_tencentdb.gateway import access
 from memory_tencentdb.gateway import schemas as s
 from memory_tencentdb.offload import OffloadInputError, OffloadNotFound
 from memory_tencentdb.offload.records import ToolResult
@@ -29,7 +30,8 @@ def offload_router(engine: Engine) -> APIRouter:
     svc = engine.offload
 
     @router.post("/tool-result")
-    def tool_result(body: s.OffloadToolResultBody) -> Any:
+    def tool_result(body: s.OffloadToolResultBody, request: Request) -> Any:
+        scope = access.writable(request, body.scope, body.user_id)
         ts = None
         if body.timestamp is not None:
             ts = parse_timestamp(body.timestamp, svc.tz)
@@ -48,13 +50,14 @@ def offload_router(engine: Engine) -> APIRouter:
             is_error=body.is_error,
             timestamp=ts or "",
         )
-        return svc.tool_result(resolve_scope(body.scope, body.user_id), body.session_key, result)
+        return svc.tool_result(scope, body.session_key, result)
 
     @router.post("/assemble")
-    def assemble(body: s.OffloadAssembleBody) -> Any:
+    def assemble(body: s.OffloadAssembleBody, request: Request) -> Any:
+        scope = access.writable(request, body.scope, body.user_id)
         try:
             out = svc.assemble(
-                resolve_scope(body.scope, body.user_id),
+                scope,
                 body.session_key,
                 body.messages,
                 body.token_budget,
@@ -68,14 +71,15 @@ def offload_router(engine: Engine) -> APIRouter:
         return Response(json.dumps(out, ensure_ascii=False), media_type="application/json")
 
     @router.post("/read")
-    def read(body: s.OffloadReadBody) -> Any:
+    def read(body: s.OffloadReadBody, request: Request) -> Any:
+        scope = access.readable(request, body.scope, body.user_id)
         keys = {
             k: v.strip()
             for k in ("tool_call_id", "result_ref", "node_id", "canvas")
             if (v := getattr(body, k))
         }
         try:
-            return svc.read(resolve_scope(body.scope, body.user_id), body.session_key, **keys)
+            return svc.read(scope, body.session_key, **keys)
         except OffloadInputError as e:
             return _unprocessable(e)
         except OffloadNotFound as e:
@@ -83,14 +87,20 @@ def offload_router(engine: Engine) -> APIRouter:
 
     @router.get("/canvases")
     def canvases(
-        scope: str | None = None, user_id: str | None = None, session_key: str | None = None
+        request: Request,
+        scope: str | None = None,
+        user_id: str | None = None,
+        session_key: str | None = None,
     ) -> Any:
-        return svc.canvases(resolve_scope(scope, user_id), session_key)
+        return svc.canvases(access.readable(request, scope, user_id), session_key)
 
     @router.get("/guide")
     def guide(
-        scope: str | None = None, user_id: str | None = None, session_key: str | None = None
+        request: Request,
+        scope: str | None = None,
+        user_id: str | None = None,
+        session_key: str | None = None,
     ) -> Any:
-        return svc.guide(resolve_scope(scope, user_id), session_key)
+        return svc.guide(access.readable(request, scope, user_id), session_key)
 
     return router

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field, StringConstraints
 
-from memory_tencentdb.engine import Engine, resolve_scope
+from memory_tencentdb.engine import Engine
+from memory_tencentdb.gateway import access
 from memory_tencentdb.gateway.schemas import QueryText, Scoped
 from memory_tencentdb.operations import browse, forget
 from memory_tencentdb.operations.browse import BadRequest, NotFound
@@ -54,6 +55,7 @@ def register(app: FastAPI, engine: Engine) -> None:
 
     @app.get("/memories")
     def list_memories(
+        request: Request,
         scope: QueryText = None,
         user_id: QueryText = None,
         type: QueryText = None,
@@ -69,7 +71,7 @@ def register(app: FastAPI, engine: Engine) -> None:
         try:
             return browse.list_memories(
                 engine.store,
-                resolve_scope(scope, user_id),
+                access.readable(request, scope, user_id),
                 type_=type or None,
                 status="history" if history and status == "active" else status,
                 since=since,
@@ -81,20 +83,25 @@ def register(app: FastAPI, engine: Engine) -> None:
             return _error(e)
 
     @app.get("/scopes")
-    def scopes() -> dict[str, Any]:
-        return {"scopes": browse.scopes(engine.store, engine.data_dir)}
+    def scopes(request: Request) -> dict[str, Any]:
+        """The scopes the caller's key may read (all of them for an owner), with its access."""
+        return access.visible_scopes(request, browse.scopes(engine.store, engine.data_dir))
 
     @app.get("/persona")
-    def persona(scope: QueryText = None, user_id: QueryText = None) -> dict[str, Any]:
-        return browse.persona(engine.data_dir, resolve_scope(scope, user_id))
+    def persona(
+        request: Request, scope: QueryText = None, user_id: QueryText = None
+    ) -> dict[str, Any]:
+        return browse.persona(engine.data_dir, access.readable(request, scope, user_id))
 
     @app.get("/scenes")
-    def scenes(scope: QueryText = None, user_id: QueryText = None) -> dict[str, Any]:
-        return browse.scenes(engine.data_dir, resolve_scope(scope, user_id))
+    def scenes(
+        request: Request, scope: QueryText = None, user_id: QueryText = None
+    ) -> dict[str, Any]:
+        return browse.scenes(engine.data_dir, access.readable(request, scope, user_id))
 
     @app.patch("/memories/{memory_id}")
-    def patch_memory(memory_id: str, body: MemoryPatchBody) -> Any:
-        scope = resolve_scope(body.scope, body.user_id)
+    def patch_memory(memory_id: str, body: MemoryPatchBody, request: Request) -> Any:
+        scope = access.writable(request, body.scope, body.user_id)
         try:
             updated = forget.correct(
                 engine.store,
@@ -112,8 +119,10 @@ def register(app: FastAPI, engine: Engine) -> None:
         return updated
 
     @app.delete("/memories/{memory_id}")
-    def delete_memory(memory_id: str, scope: QueryText = None, user_id: QueryText = None) -> Any:
-        scope_ = resolve_scope(scope, user_id)
+    def delete_memory(
+        memory_id: str, request: Request, scope: QueryText = None, user_id: QueryText = None
+    ) -> Any:
+        scope_ = access.writable(request, scope, user_id)
         try:
             removed = forget.delete(engine.store, [memory_id], scope_, reason="delete")
         except NotFound as e:
@@ -122,8 +131,8 @@ def register(app: FastAPI, engine: Engine) -> None:
         return {"deleted": removed}
 
     @app.post("/memories/forget")
-    def forget_by_query(body: ForgetBody) -> Any:
-        scope = resolve_scope(body.scope, body.user_id)
+    def forget_by_query(body: ForgetBody, request: Request) -> Any:
+        scope = access.writable(request, body.scope, body.user_id)
         if bool(body.query) == bool(body.ids):
             error = (
                 "give either query (what to forget) or ids, not both"

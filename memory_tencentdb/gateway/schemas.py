@@ -180,11 +180,17 @@ class ToolNames(Body):
     conversation_search: HostToolName = None
 
 
+# The team scopes a recall or search also looks in: absent = every one the caller's key may
+# read, a list = exactly those (each readable, else 403), [] = only the request's own scope.
+TeamScopes = list[Id] | None
+
+
 class RecallBody(Scoped):
     query: NonEmpty
     session_key: Id
     session_id: OptText = None
     tool_names: ToolNames | None = None
+    team_scopes: TeamScopes = Field(None, max_length=50)
 
 
 class SearchMemoriesBody(Scoped):
@@ -193,12 +199,14 @@ class SearchMemoriesBody(Scoped):
     type: Literal["persona", "episodic", "instruction"] | None = None
     scene: OptText = None
     session_key: OptText = None
+    team_scopes: TeamScopes = Field(None, max_length=50)
 
 
 class SearchConversationsBody(Scoped):
     query: NonEmpty
     limit: int = Field(5, ge=1, le=50)
     session_key: OptText = None
+    team_scopes: TeamScopes = Field(None, max_length=50)
 
 
 class SessionEndBody(Scoped):

@@ -5,18 +5,20 @@ in a browser: 403 for every route, ``/health`` included; IP literals cannot be r
 always accepted), then CORS headers are decided (so a rejected request still tells a browser
 why), ``OPTIONS`` preflights answer 204 without auth, ``GET /health`` is open, everything else
 needs exactly one ``Authorization: Bearer <key>`` header (also unknown paths: auth before
-routing, so the route list does not leak). Bodies over the limit are refused with 413 before
+routing, so the route list does not leak); the key names the caller's principal
+(``gateway/access.py``), left in the ASGI scope for the routes' permission checks. Bodies over the limit are refused with 413 before
 they are read. A fault in a route answers 500 and keeps the connection: an exception is never
 let through to the server, which would drop a keep-alive connection the client pools.
 """
 
 from __future__ import annotations
 
-import hmac
 import ipaddress
 import json
 import logging
 from typing import Any
+
+from memory_tencentdb.gateway.access import SCOPE_KEY, AccessPolicy, Principal
 
 log = logging.getLogger("memory_tencentdb.gateway")
 
@@ -60,9 +62,9 @@ def _json(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]])
 
 
 class GatewayGuard:
-    def __init__(self, app: Any, api_key: str | None, cors_origins: list[str], max_body: int):
+    def __init__(self, app: Any, policy: AccessPolicy, cors_origins: list[str], max_body: int):
         self.app = app
-        self.api_key = (api_key or "").encode() or None
+        self.policy = policy
         self.cors = list(cors_origins)
         self.max_body = max_body
         # Routes with their own limit (``/offload/assemble`` carries a whole context window).
@@ -99,11 +101,11 @@ class GatewayGuard:
             " the name to server.allowedHosts (TDAI_GATEWAY_ALLOWED_HOSTS) if it is yours"
         )
 
-    def _authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> str | None:
-        """``None`` when allowed, else the 401 message. Exactly one header, exactly
-        ``Bearer <key>``: a second header or stray whitespace is a client bug or a smuggling
-        attempt, never something to guess about."""
-        if self.api_key is None:
+    def _authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> Principal | str | None:
+        """The caller's principal, ``None`` with auth off, else the 401 message. Exactly one
+        header, exactly ``Bearer <key>``: a second header or stray whitespace is a client bug
+        or a smuggling attempt, never something to guess about."""
+        if not self.policy.enforced:
             return None
         values = [v for k, v in raw_headers if k.lower() == b"authorization"]
         if len(values) > 1:
@@ -114,9 +116,10 @@ class GatewayGuard:
         if not raw.startswith(b"Bearer "):
             return "Unauthorized: the header must be exactly 'Authorization: Bearer <key>'"
         token = raw[len(b"Bearer ") :]
-        if not token or not hmac.compare_digest(token, self.api_key):
+        who = self.policy.identify(token) if token else None
+        if who is None:
             return "Unauthorized: invalid token"
-        return None
+        return who
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -151,10 +154,12 @@ class GatewayGuard:
             await send({"type": "http.response.body", "body": b""})
             return
         if not (method == "GET" and path == "/health"):
-            problem = self._authorized(raw_headers)
-            if problem:
-                await send_all(_json(401, {"error": problem}, cors))
+            who = self._authorized(raw_headers)
+            if isinstance(who, str):
+                await send_all(_json(401, {"error": who}, cors))
                 return
+            if who is not None:
+                scope = {**scope, SCOPE_KEY: who}
         length = headers.get(b"content-length")
         if length is not None:
             try:

@@ -1,0 +1,317 @@
+"""Who is asking, and what they may read and write: principals, team scopes, 403s.
+
+Without a keys file the gateway has one key (``server.apiKey`` or the data directory's
+``gateway.key``) and whoever holds it may do everything, exactly as before. A keys file
+(``server.keysFile``, default ``<data_dir>/keys.json`` when it exists) adds principals, each
+with its own key, and team scopes with readers and writers:
+
+.. code-block:: json
+
+    {
+      "principals": {
+        "agent-a": {"key": "<at least 16 characters>", "scopes": ["agent-a"]},
+        "agent-b": {"key": "..."},
+        "ops": {"key": "...", "owner": true}
+      },
+      "scopes": {
+        "team:research": {"readers": ["agent-b"], "writers": ["agent-a"]}
+      }
+    }
+
+Rules (one place, so every route applies the same ones):
+
+- An owner (the old single key, or ``"owner": true``) may read and write every scope.
+- A scope declared under ``scopes`` is a team scope: its writers may read and write it, its
+  readers may read it; ``"*"`` stands for every principal. Nobody else may touch it, whatever
+  their own scopes say.
+- Any other scope belongs to the principals whose ``scopes`` name it (an exact name, or a
+  prefix ending in ``*``); a principal without ``scopes`` owns the scope named like itself.
+- Recall and search on a principal's scope also look in every team scope it may read.
+
+The file is checked whole at start-up (unknown fields, unknown principals, short or repeated
+keys are errors): a typo in a permission must stop the gateway, not silently deny or allow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from memory_tencentdb.config import ConfigError
+from memory_tencentdb.engine import resolve_scope
+from memory_tencentdb.ownership import GatewayAuth
+
+log = logging.getLogger("memory_tencentdb.gateway")
+
+KEYS_FILE = "keys.json"
+OWNER_NAME = "owner"  # the principal of the single configured key (or gateway.key)
+ANYONE = "*"
+# Where the guard leaves the caller for the routes (an ASGI scope key of ours).
+SCOPE_KEY = "tdai.principal"
+
+Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)]
+ScopeName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=512)]
+
+
+class _PrincipalEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    key: Annotated[str, StringConstraints(min_length=16, max_length=512)]
+    owner: bool = False
+    scopes: list[ScopeName] | None = None
+
+
+class _ScopeEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    readers: list[Name] = Field(default_factory=list)
+    writers: list[Name] = Field(default_factory=list)
+
+
+class _KeysFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    principals: dict[Name, _PrincipalEntry] = Field(default_factory=dict)
+    scopes: dict[ScopeName, _ScopeEntry] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """One caller identity. ``own`` are scope names or ``prefix*`` patterns it owns."""
+
+    name: str
+    owner: bool = False
+    own: tuple[str, ...] = ()
+
+    def owns(self, scope: str) -> bool:
+        return any(scope.startswith(p[:-1]) if p.endswith("*") else scope == p for p in self.own)
+
+
+OWNER = Principal(OWNER_NAME, owner=True)
+
+
+@dataclass(frozen=True)
+class TeamScope:
+    readers: frozenset[str]
+    writers: frozenset[str]
+
+    def can_read(self, name: str) -> bool:
+        return bool({name, ANYONE} & (self.readers | self.writers))
+
+    def can_write(self, name: str) -> bool:
+        return bool({name, ANYONE} & self.writers)
+
+
+def _digest(token: str | bytes) -> bytes:
+    raw = token.encode("utf-8") if isinstance(token, str) else token
+    return hashlib.sha256(raw).digest()
+
+
+@dataclass
+class AccessPolicy:
+    """Keys -> principals, and the team scopes' members. ``enforced`` is False with auth off."""
+
+    enforced: bool = True
+    by_digest: dict[bytes, Principal] = field(default_factory=dict)
+    teams: dict[str, TeamScope] = field(default_factory=dict)
+    source: str | None = None  # the keys file, when there is one
+
+    def identify(self, token: bytes) -> Principal | None:
+        """The principal holding ``token``. Keys are compared by their SHA-256 digest, so the
+        lookup's timing says nothing about how much of a key was right."""
+        return self.by_digest.get(_digest(token))
+
+    def can_read(self, who: Principal, scope: str) -> bool:
+        if who.owner:
+            return True
+        team = self.teams.get(scope)
+        return team.can_read(who.name) if team is not None else who.owns(scope)
+
+    def can_write(self, who: Principal, scope: str) -> bool:
+        if who.owner:
+            return True
+        team = self.teams.get(scope)
+        return team.can_write(who.name) if team is not None else who.owns(scope)
+
+    def team_scopes(self, who: Principal) -> list[str]:
+        """The team scopes ``who`` is a member of (owners too only where they are named)."""
+        return sorted(s for s, t in self.teams.items() if t.can_read(who.name))
+
+    def access(self, who: Principal, scope: str) -> str | None:
+        """``"write"``, ``"read"`` or None: what ``who`` may do with ``scope``."""
+        if self.can_write(who, scope):
+            return "write"
+        return "read" if self.can_read(who, scope) else None
+
+
+def load_policy(server: Any, data_dir: Path, auth: GatewayAuth) -> AccessPolicy:
+    """The policy ``serve`` enforces. Raises ``ConfigError`` naming the file and the field."""
+    explicit = getattr(server, "keys_file", None)
+    path = Path(explicit).expanduser() if explicit else Path(data_dir) / KEYS_FILE
+    if not path.is_absolute():
+        path = Path(data_dir) / path
+    if not path.exists():
+        if explicit:
+            raise ConfigError(f"server.keysFile: {path} does not exist")
+        if auth.token is None:
+            return AccessPolicy(enforced=False)
+        return AccessPolicy(by_digest={_digest(auth.token): OWNER})
+    if auth.token is None:
+        raise ConfigError(
+            f"{path}: a keys file needs auth on, but server.auth is off (TDAI_GATEWAY_AUTH);"
+            " remove one of the two"
+        )
+    try:
+        raw = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read the keys file: {e}") from None
+    except ValueError as e:
+        raise ConfigError(f"{path}: not valid JSON: {e}") from None
+    try:
+        parsed = _KeysFile.model_validate(raw)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors()[:10]:
+            where = ".".join(str(x) for x in err.get("loc", ())) or "the file"
+            problems.append(f"{path}: {where}: {err.get('msg', 'invalid')}")
+        raise ConfigError(problems) from None
+    problems = []
+    by_digest: dict[bytes, Principal] = {_digest(auth.token): OWNER}
+    for name, entry in parsed.principals.items():
+        if name in (OWNER_NAME, ANYONE):
+            problems.append(f"{path}: principals.{name}: this name is reserved")
+            continue
+        digest = _digest(entry.key)
+        if digest in by_digest:
+            other = by_digest[digest].name
+            problems.append(
+                f"{path}: principals.{name}.key: the same key as {other!r}"
+                + (" (the gateway's own key)" if other == OWNER_NAME else "")
+            )
+            continue
+        own = tuple(entry.scopes) if entry.scopes is not None else (name,)
+        by_digest[digest] = Principal(name, owner=entry.owner, own=own)
+    known = {p.name for p in by_digest.values()} | {ANYONE}
+    teams = {}
+    for scope, entry in parsed.scopes.items():
+        for role in ("readers", "writers"):
+            for member in getattr(entry, role):
+                if member not in known:
+                    problems.append(
+                        f"{path}: scopes.{scope}.{role}: {member!r} is not a principal of this file"
+                    )
+        teams[scope] = TeamScope(frozenset(entry.readers), frozenset(entry.writers))
+    if problems:
+        raise ConfigError(problems)
+    mode = path.stat().st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        log.warning("security: %s holds API keys and is readable by others (chmod 600 it)", path)
+    log.info(
+        "security: %d principal(s) and %d team scope(s) from %s",
+        len(by_digest) - 1,
+        len(teams),
+        path,
+    )
+    return AccessPolicy(by_digest=by_digest, teams=teams, source=str(path))
+
+
+# ------------------------------------------------------------------ what routes call
+
+
+def caller(request: Request) -> Principal:
+    """The principal the guard identified (the owner when auth is off)."""
+    return request.scope.get(SCOPE_KEY) or OWNER
+
+
+def _policy(request: Request) -> AccessPolicy:
+    return request.app.state.access_policy
+
+
+def _forbidden(who: Principal, verb: str, scope: str) -> HTTPException:
+    return HTTPException(
+        403, detail=f"Forbidden: principal {who.name!r} may not {verb} scope {scope!r}"
+    )
+
+
+def readable(request: Request, scope: str | None, user_id: str | None) -> str:
+    """The request's scope, or a 403 naming it when the caller may not read it."""
+    name = resolve_scope(scope, user_id)
+    who = caller(request)
+    if not _policy(request).can_read(who, name):
+        raise _forbidden(who, "read", name)
+    return name
+
+
+def writable(request: Request, scope: str | None, user_id: str | None) -> str:
+    """The request's scope, or a 403 naming it when the caller may not write it."""
+    name = resolve_scope(scope, user_id)
+    who = caller(request)
+    if not _policy(request).can_write(who, name):
+        raise _forbidden(who, "write", name)
+    return name
+
+
+def team_scopes(request: Request, own: str, asked: list[str] | None) -> tuple[str, ...]:
+    """The other scopes a recall or search of ``own`` also looks in: those asked for (each one
+    readable, else a 403 naming it), or, when not asked, every team scope the caller reads."""
+    who = caller(request)
+    policy = _policy(request)
+    if asked is None:
+        names = policy.team_scopes(who)
+    else:
+        names = []
+        for name in asked:
+            name = name.strip()
+            if not policy.can_read(who, name):
+                raise _forbidden(who, "read", name)
+            names.append(name)
+    return tuple(dict.fromkeys(n for n in names if n and n != own))
+
+
+def require_owner(request: Request, what: str) -> None:
+    who = caller(request)
+    if not who.owner:
+        raise HTTPException(403, detail=f"Forbidden: principal {who.name!r} may not {what}")
+
+
+def visible_scopes(request: Request, stored: list[dict[str, Any]]) -> dict[str, Any]:
+    """``GET /scopes``: the stored scopes the caller may read, plus its team scopes and own
+    exact scopes not stored yet (zero counts), each with ``access`` and ``team``."""
+    who = caller(request)
+    policy = _policy(request)
+    out = []
+    seen = set()
+    for entry in stored:
+        access = policy.access(who, entry["scope"])
+        if access is None:
+            continue
+        seen.add(entry["scope"])
+        out.append({**entry, "access": access, "team": entry["scope"] in policy.teams})
+    extra = [s for s in policy.teams if policy.can_read(who, s)]
+    extra += [s for s in who.own if not s.endswith("*")]
+    for name in extra:
+        if name in seen:
+            continue
+        seen.add(name)
+        out.append(
+            {
+                "scope": name,
+                "memories": 0,
+                "history": 0,
+                "messages": 0,
+                "last_activity": None,
+                "scenes": 0,
+                "persona": False,
+                "access": policy.access(who, name),
+                "team": name in policy.teams,
+            }
+        )
+    return {"principal": who.name, "owner": who.owner, "scopes": out}

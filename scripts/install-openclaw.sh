@@ -2,7 +2,7 @@
 # Install the memory-tencentdb plugin into OpenClaw.
 #
 #   scripts/install-openclaw.sh [--host HOST] [--port PORT] [--api-key KEY] [--data-dir DIR]
-#                               [--auto-start]
+#                               [--auto-start] [--offload | --offload-no-slot | --no-offload]
 #
 # Links openclaw_bridge/ into OpenClaw (a link, not a copy: updating this checkout updates the
 # plugin), grants it the conversation hooks it needs, and optionally writes the gateway address.
@@ -10,6 +10,10 @@
 # --auto-start: start the gateway when nothing listens on its port (detached, exits after 15 min
 # unused), in one-shot `openclaw agent --local` runs as in `openclaw gateway run`; the command is
 # $MEMORY_TENCENTDB_CMD, else memory-tencentdb on PATH, else this checkout's .venv.
+# --offload: context offload on (offload.enabled) and our context engine in the slot
+# (plugins.slots.contextEngine = memory-tencentdb; the slot it replaces is kept in the entry as
+# offload.previousSlot). --offload-no-slot: offload on without the slot (stubs for large tool
+# results, the task canvas once per turn). --no-offload: offload off, the previous slot back.
 # Safe to run again: an already-installed plugin is relinked and keeps its settings.
 # Set OPENCLAW to the command to use (default: `openclaw` on PATH).
 set -euo pipefail
@@ -19,7 +23,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 bridge="$(cd "$here/../openclaw_bridge" && pwd)"
 read -r -a openclaw <<<"${OPENCLAW:-openclaw}"
 
-host="" port="" api_key="" data_dir="" auto_start=""
+host="" port="" api_key="" data_dir="" auto_start="" offload=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --host) host="${2:?--host needs a value}"; shift 2 ;;
@@ -27,7 +31,10 @@ while [ $# -gt 0 ]; do
     --api-key) api_key="${2:?--api-key needs a value}"; shift 2 ;;
     --data-dir) data_dir="${2:?--data-dir needs a value}"; shift 2 ;;
     --auto-start) auto_start=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --offload) offload=slot; shift ;;
+    --offload-no-slot) offload=noslot; shift ;;
+    --no-offload) offload=off; shift ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +47,13 @@ fi
 json_string() {  # a shell value as a JSON string literal
   local v="${1//\\/\\\\}"
   printf '"%s"' "${v//\"/\\\"}"
+}
+
+config_string() {  # a string value of the OpenClaw config, "" when unset or not a string
+  local v
+  v="$("${openclaw[@]}" config get "$1" --json 2>/dev/null)" || return 0
+  v="$(printf '%s' "$v" | tail -n 1)"
+  case "$v" in \"*\") v="${v#\"}"; printf '%s' "${v%\"}" ;; esac
 }
 
 if ! command -v "${openclaw[0]}" >/dev/null 2>&1; then
@@ -78,18 +92,51 @@ echo "linking $bridge"
 # One `config set`, since every OpenClaw start costs seconds: the hook grant (without it OpenClaw
 # drops the recall and capture hooks of a non-bundled plugin) plus any settings given. --merge
 # keeps whatever else the entry already holds.
+slot_json=""  # the slot to write, as JSON (null deletes the key); "" leaves it alone
+if [ -n "$offload" ]; then
+  current_slot="$(config_string plugins.slots.contextEngine)"
+  saved_slot="$(config_string "plugins.entries.$PLUGIN_ID.config.offload.previousSlot")"
+  # The slot ours replaced: what is there now, unless it is already ours (a second --offload).
+  previous="$saved_slot"
+  [ "$current_slot" != "$PLUGIN_ID" ] && previous="$current_slot"
+  restore='null'
+  [ -n "$previous" ] && restore="$(json_string "$previous")"
+  case "$offload" in
+    slot)
+      offload_json="{\"enabled\": true, \"previousSlot\": $(json_string "$previous")}"
+      slot_json="$(json_string "$PLUGIN_ID")" ;;
+    noslot|off)
+      # Only a slot that is ours goes back; one the user has changed since stays.
+      [ "$current_slot" = "$PLUGIN_ID" ] && slot_json="$restore"
+      if [ "$offload" = noslot ]; then
+        offload_json="{\"enabled\": true, \"previousSlot\": \"\"}"
+      else
+        offload_json="{\"enabled\": false, \"previousSlot\": \"\"}"
+      fi ;;
+  esac
+fi
+
 settings=()
 [ -n "$host" ] && settings+=("\"host\": $(json_string "$host")")
 [ -n "$port" ] && settings+=("\"port\": $port")
 [ -n "$api_key" ] && settings+=("\"apiKey\": $(json_string "$api_key")")
 [ -n "$data_dir" ] && settings+=("\"dataDir\": $(json_string "$data_dir")")
 [ -n "$auto_start" ] && settings+=("\"autoStart\": {\"enabled\": true, \"command\": $(json_string "$gateway_cmd")}")
+[ -n "$offload" ] && settings+=("\"offload\": $offload_json")
 entry='{"enabled": true, "hooks": {"allowConversationAccess": true}'
 if [ ${#settings[@]} -gt 0 ]; then
   entry="$entry, \"config\": {$(IFS=,; echo "${settings[*]}")}"
 fi
 entry="$entry}"
-"${openclaw[@]}" config set "plugins.entries.$PLUGIN_ID" "$entry" --strict-json --merge
+if [ -n "$offload" ]; then
+  # The entry and the slot in one validated write (objects merge, null deletes the slot key).
+  patch="{\"plugins\": {\"entries\": {\"$PLUGIN_ID\": $entry}"
+  [ -n "$slot_json" ] && patch="$patch, \"slots\": {\"contextEngine\": $slot_json}"
+  patch="$patch}}"
+  printf '%s\n' "$patch" | "${openclaw[@]}" config patch --stdin
+else
+  "${openclaw[@]}" config set "plugins.entries.$PLUGIN_ID" "$entry" --strict-json --merge
+fi
 
 if [ -n "$auto_start" ]; then
   start_line="  1. The gateway starts by itself when nothing answers on its port ($gateway_cmd serve
@@ -106,3 +153,8 @@ A running OpenClaw Gateway picks the change up by itself; restart it if it does 
 Turns that cannot reach the gateway are kept under the OpenClaw state directory
 (memory-tencentdb/spool) and sent once it answers again.
 MSG
+case "$offload" in
+  slot) echo "Context offload is on, with the memory-tencentdb context engine in plugins.slots.contextEngine (undo: --no-offload)." ;;
+  noslot) echo "Context offload is on, without the context-engine slot (large tool results become stubs; one task canvas per turn)." ;;
+  off) echo "Context offload is off${slot_json:+; plugins.slots.contextEngine is back to ${previous:-its default}}." ;;
+esac

@@ -1,0 +1,95 @@
+"""scripts/install-openclaw.sh --offload / --offload-no-slot / --no-offload with the real OpenClaw
+2026.9.6 CLI (no agent turn: tests/openclaw/test_e2e_openclaw_offload.py runs those).
+
+One throwaway OpenClaw home whose slot starts as "legacy" (a user's choice the script must give
+back): --offload puts our engine in the slot, turns the flag on and keeps "legacy" as the
+previous slot; a second --offload changes nothing; --no-offload restores "legacy" and turns the
+flag off. A home with no slot key gets it removed again (--offload-no-slot). Each script run
+costs 20-75 s (plugin link plus one validated config write), so the two homes play their steps
+side by side once, in a module fixture, and the tests read what each step left.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.openclaw.harness import OpenClawHome, require_openclaw
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN_ID = "memory-tencentdb"
+
+
+def install(home: OpenClawHome, *flags: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "install-openclaw.sh"), "--port", "18999", *flags],
+        env={**home.env(), "OPENCLAW": home.cli_command()},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def state(home: OpenClawHome) -> tuple[str | None, dict, dict]:
+    cfg = home.read_config()
+    plugins = cfg.get("plugins", {})
+    entry = plugins.get("entries", {}).get(PLUGIN_ID, {})
+    return plugins.get("slots", {}).get("contextEngine"), entry, entry.get("config", {})
+
+
+Step = tuple[subprocess.CompletedProcess[str], tuple[str | None, dict, dict]]
+
+
+def play(home: OpenClawHome, steps: list[tuple[str, ...]]) -> list[Step]:
+    return [(install(home, *flags), state(home)) for flags in steps]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[Step]]]:
+    installed = require_openclaw()
+    root = tmp_path_factory.mktemp("oc-install-offload")
+    chosen = OpenClawHome(installed, root / "chosen", "http://127.0.0.1:9/v1")
+    cfg = chosen.read_config()
+    cfg["plugins"] = {"slots": {"contextEngine": "legacy"}}
+    chosen.write_config(cfg)
+    plain = OpenClawHome(installed, root / "plain", "http://127.0.0.1:9/v1")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        a = pool.submit(play, chosen, [("--offload",), ("--offload",), ("--no-offload",)])
+        b = pool.submit(play, plain, [("--offload",), ("--offload-no-slot",)])
+        yield {"chosen": a.result(), "plain": b.result()}
+
+
+def test_offload_sets_slot_entry_and_flag_and_keeps_the_previous_slot(runs) -> None:
+    done, (slot, entry, config) = runs["chosen"][0]
+    assert "Context offload is on" in done.stdout
+    assert slot == PLUGIN_ID
+    assert entry["enabled"] is True
+    assert entry["hooks"]["allowConversationAccess"] is True
+    assert config["offload"] == {"enabled": True, "previousSlot": "legacy"}
+    assert config["port"] == 18999, "other settings still written"
+
+
+def test_offload_again_changes_nothing(runs) -> None:
+    assert runs["chosen"][1][1] == runs["chosen"][0][1], "previousSlot not overwritten by our id"
+
+
+def test_no_offload_restores_the_previous_slot(runs) -> None:
+    done, (slot, entry, config) = runs["chosen"][2]
+    assert "back to legacy" in done.stdout
+    assert slot == "legacy"
+    assert config["offload"] == {"enabled": False, "previousSlot": ""}
+    assert entry["enabled"] is True, "the plugin itself stays installed"
+
+
+def test_without_a_slot_before_the_slot_key_goes_away_again(runs) -> None:
+    (_, first), (_, (slot, _entry, config)) = runs["plain"]
+    assert first[0] == PLUGIN_ID
+    assert config["offload"] == {"enabled": True, "previousSlot": ""}
+    assert slot is None, "no slot key before, none after"

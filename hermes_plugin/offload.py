@@ -185,7 +185,8 @@ def budget(target: Route, view: View) -> int:
 
 
 def estimate_text(text: str) -> int:
-    """A cheap, deliberately high token estimate (cl100k: ~4 ASCII chars a token, CJK ~1 a char).
+    """A cheap, deliberately high token estimate (cl100k: ~4 ASCII chars a token, CJK ~1 a char;
+    this counts 3.5 and 1.2).
 
     Why high: it only decides when to refresh or compact; compacting a little early is cheap,
     sending a request over the window is not.
@@ -195,7 +196,7 @@ def estimate_text(text: str) -> int:
     n = len(text)
     extra = len(text.encode("utf-8")) - n  # 2 per CJK char, 1-3 for other non-ASCII
     wide = extra // 2
-    return (n - wide) // 3 + wide + (wide // 5) + 1
+    return (n - wide) * 2 // 7 + wide + (wide // 5) + 1
 
 
 def estimate_message(m: Any) -> int:

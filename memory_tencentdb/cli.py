@@ -38,6 +38,7 @@ from memory_tencentdb.ownership import (
     client_token,
     describe_holder,
 )
+from memory_tencentdb.store.errors import StoreUnavailable
 
 
 def _setup_logging(verbose: bool = False) -> None:
@@ -295,6 +296,14 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from memory_tencentdb.store.reindex import reindex
 
     settings = _settings(args)
+    if settings.store_backend != "sqlite":
+        print(
+            "memory-tencentdb: reindex rebuilds the embedded SQLite index (memory.db); this data"
+            f" directory's store is {settings.store_backend} (storeBackend), shared by its"
+            " gateways: nothing to rebuild here",
+            file=sys.stderr,
+        )
+        return 2
     lock = _lock_or_none(settings, "reindex")
     if lock is None:
         return LOCKED_EXIT_CODE
@@ -390,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except ConfigError as e:
         print(f"memory-tencentdb: configuration error: {e}", file=sys.stderr)
+        return 2
+    except StoreUnavailable as e:
+        print(f"memory-tencentdb: store unavailable: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -25,7 +25,7 @@ from memory_tencentdb.operations.retention import RetentionScheduler
 from memory_tencentdb.pipeline import Pipeline
 from memory_tencentdb.store import files as journal_files
 from memory_tencentdb.store import journal
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.backends import open_store
 from memory_tencentdb.text import redact, tokenize
 from memory_tencentdb.vectorizer import Vectorizer
 
@@ -57,10 +57,11 @@ class Engine:
         self.data_dir = Path(settings.data_dir).resolve()
         redaction = settings.memory.redaction
         redact.configure(redaction.enabled, redaction.patterns)  # before anything is written
-        rebuild = journal.database_missing(self.data_dir)
+        embedded = settings.store_backend == "sqlite"
+        rebuild = embedded and journal.database_missing(self.data_dir)
         if rebuild:
             log.warning("memory.db is missing but the journal is not: rebuilding the index")
-        self.store = Store(Path(settings.data_dir), self.tz)
+        self.store = open_store(settings, self.tz)
         # Before anything reads or writes: torn tails repaired, unindexed lines indexed.
         self.journal = journal.check_journal(self.store, database_was_new=rebuild)
         self._db_inode = journal.db_identity(self.store.db_path)
@@ -310,7 +311,9 @@ class Engine:
 
     def degraded(self) -> list[str]:
         reasons = []
-        if journal.db_identity(self.store.db_path) != self._db_inode:
+        if self.store.backend == "sqlite" and (
+            journal.db_identity(self.store.db_path) != self._db_inode
+        ):
             reasons.append(
                 "memory.db was deleted or replaced while the gateway runs: new writes go to the"
                 " journal and the old index; restart the gateway to rebuild it from the journal"
@@ -346,6 +349,8 @@ class Engine:
             )
             for layer, backend in self.backends.items()
         }
+        if self.store.backend == "postgres":  # pgvector for both layers (shared by gateways)
+            index = {layer: "none" if v.state != "ready" else "pgvector" for layer in index}
         emb_cfg = self.settings.memory.embedding
         return {
             "status": "degraded" if degraded else "ok",
@@ -357,6 +362,7 @@ class Engine:
             "auth": self.auth.mode,
             "uptime": int(time.time() - self.started),
             "stores": {"vectorStore": True, "embeddingService": v.state == "ready"},
+            "store": {"backend": self.store.backend, "server": b.sqlite_version},
             "sqlite": {
                 "binding": b.name,
                 "version": b.sqlite_version,

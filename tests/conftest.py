@@ -8,8 +8,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import postgres
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_postgres() -> Iterator[None]:
+    """Stop the session's PostgreSQL, if a test started one (``tests/support/postgres.py``)."""
+    yield
+    postgres.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``TDAI_TEST_STORE_BACKEND=postgres``, tests of SQLite-only features are skipped."""
+    if postgres.backend_under_test() != "postgres":
+        return
+    for item in items:
+        mark = item.get_closest_marker("sqlite_only")
+        if mark is not None:
+            why = mark.args[0] if mark.args else "SQLite-only feature"
+            item.add_marker(pytest.mark.skip(reason=f"store backend postgres: {why}"))
 
 
 @pytest.fixture

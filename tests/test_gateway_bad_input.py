@@ -10,6 +10,8 @@ import pytest
 
 from tests.support.gateway import GatewayProcess, free_port
 
+pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
+
 ROUTES = [
     "/capture",
     "/recall",

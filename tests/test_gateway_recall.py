@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.gateway import GatewayProcess
+
+pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
 
 
 def _remember(c, scope: str, content: str, type_: str = "persona", **extra) -> str:

@@ -209,6 +209,8 @@ def redacted(settings: Settings) -> dict[str, Any]:
         "data": {"baseDir": str(settings.data_dir)},
         "llm": {**_redact_block(settings.llm), "configured": settings.llm_configured},
         "memory": _redact_block(settings.memory),
+        "storeBackend": settings.store_backend,
+        "postgres": _redact_block(settings.postgres),
     }
 
 

@@ -483,6 +483,13 @@ class MemorySettings(Block):
         return self
 
 
+class PostgresSettings(Block):
+    """``postgres:`` in the file: the server of ``storeBackend: postgres`` (team memory)."""
+
+    # libpq connection string or URL (``postgresql://user:pw@host:5432/db``); secret.
+    dsn: str = Field("", repr=False)
+
+
 # --------------------------------------------------------------------------- top level
 
 
@@ -518,6 +525,10 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    # Where the index lives: ``sqlite`` (embedded, one gateway per data directory) or
+    # ``postgres`` (one database shared by several gateways; ``postgres.dsn`` says which).
+    store_backend: Literal["sqlite", "postgres"] = Field("sqlite", alias="storeBackend")
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
     config_file: Path | None = None
 
     @classmethod
@@ -537,6 +548,16 @@ class Settings(BaseSettings):
         if isinstance(value, str) and not value.strip():
             raise ValueError("must be a directory path")
         return Path(value).expanduser() if isinstance(value, str | Path) else value
+
+    @model_validator(mode="after")
+    def _postgres_needs_dsn(self) -> Settings:
+        if self.store_backend == "postgres" and not self.postgres.dsn:
+            raise FieldProblem(
+                "postgres.dsn",
+                'is required when storeBackend is "postgres" (or set TDAI_POSTGRES_DSN),'
+                " e.g. postgresql://user@host:5432/memory",
+            )
+        return self
 
     @property
     def llm_configured(self) -> bool:

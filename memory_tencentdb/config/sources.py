@@ -24,6 +24,7 @@ from .models import (
     Block,
     LLMSettings,
     MemorySettings,
+    PostgresSettings,
     ServerSettings,
     camel,
     default_data_dir,
@@ -60,6 +61,8 @@ NAMED_ENV: dict[Path_, tuple[str, ...]] = {
     ("memory", "embedding", "dimensions"): ("TDAI_EMBEDDING_DIMENSIONS",),
     ("memory", "recall", "strategy"): ("TDAI_RECALL_STRATEGY",),
     ("memory", "recall", "timeout_ms"): ("TDAI_RECALL_TIMEOUT_MS",),
+    ("store_backend",): ("TDAI_STORE_BACKEND",),
+    ("postgres", "dsn"): ("TDAI_POSTGRES_DSN",),
 }
 GENERIC_PREFIX = "TDAI_"
 
@@ -77,6 +80,8 @@ class FileShape(Block):
     data: DataBlock = Field(default_factory=DataBlock)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    store_backend: str = "sqlite"
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
 
 
 @dataclass

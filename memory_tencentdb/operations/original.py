@@ -337,7 +337,7 @@ def apply(
         _import_messages(store, plan, report, tick)
         _import_memories(store, plan, report, tick)
         settle_cursors(store, plan.messages, plan.memories)
-        if plan.scenes and not state.get_scope(store, plan.files_scope)["scenes_processed"]:
+        if plan.scenes and not state.get_scope(store, plan.files_scope).scenes_processed:
             state.update_scope(store, plan.files_scope, scenes_processed=1)
     finally:
         store.close()

@@ -311,13 +311,13 @@ def settle_cursors(
     after them, and L2 after the imported memories, so nothing is extracted or folded twice."""
     for (scope, key), (rowid, rid) in admin.last_message_per_session(store, messages).items():
         st = state.get_session(store, scope, key)
-        if st["l1_cursor"] < rowid:
+        if st.l1_cursor < rowid:
             state.update_session(
                 store, scope, key, l1_cursor=rowid, l1_cursor_id=rid, warmup_threshold=0
             )
     for scope in {m.get("scope") or "default" for m in memories}:
         top = state.max_l1_rowid(store, scope)
         st = state.get_scope(store, scope)
-        if top and st["l2_cursor"] < top:
+        if top and st.l2_cursor < top:
             row = store.l1_rows([top]).get(top)
             state.update_scope(store, scope, l2_cursor=top, l2_cursor_id=row["id"] if row else "")

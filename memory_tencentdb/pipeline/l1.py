@@ -99,23 +99,10 @@ def should_extract(row: dict[str, Any]) -> bool:
     return not re.fullmatch(r"[?？\s]+", text)
 
 
-_L0_COLS = "rowid, id, role, content, timestamp, session_id, recorded_at, speaker"
-
-
-def _l0(store: Store, sql: str, params: tuple) -> list[dict[str, Any]]:
-    cur = store.reader().execute(f"SELECT {_L0_COLS} FROM l0_messages WHERE {sql}", params)
-    names = [c[0] for c in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-
 def next_chunk(
     store: Store, scope: str, session_key: str, cursor: int, window: int = WINDOW_NEW
 ) -> Chunk | None:
-    pending = _l0(
-        store,
-        "scope = ? AND session_key = ? AND rowid > ? ORDER BY rowid LIMIT ?",
-        (scope, session_key, cursor, SCAN_LIMIT),
-    )
+    pending = store.l0_after(scope, session_key, cursor, SCAN_LIMIT)
     if not pending:
         return None
     rows, new = [], []
@@ -127,12 +114,7 @@ def next_chunk(
             new.append(row)
     background: list[dict[str, Any]] = []
     if new:
-        before = _l0(
-            store,
-            "scope = ? AND session_key = ? AND rowid < ? AND role IN ('user', 'assistant')"
-            " ORDER BY rowid DESC LIMIT ?",
-            (scope, session_key, new[0]["rowid"], WINDOW_BACKGROUND * 3),
-        )
+        before = store.l0_before(scope, session_key, new[0]["rowid"], WINDOW_BACKGROUND * 3)
         sid = new[0]["session_id"]
         background = [r for r in before if should_extract(r) and r["session_id"] == sid]
         background = list(reversed(background[:WINDOW_BACKGROUND]))
@@ -495,14 +477,7 @@ class L1Extractor:
 
     def _slot_pool(self, scope: str, texts: list[str]) -> list[dict[str, Any]]:
         """Recent slot-bearing memories plus the candidates of each new text, with their slots."""
-        cur = self.store.reader().execute(
-            "SELECT rowid FROM l1_memories WHERE scope = ? AND status = 'active'"
-            " AND metadata LIKE '%\"slot\"%' ORDER BY rowid DESC LIMIT 200",
-            (scope,),
-        )
-        rowids = [r[0] for r in cur.fetchall()]
-        rows = self.store.l1_rows(rowids)
-        pool = {rows[r]["id"]: rows[r] for r in rowids if r in rows}
+        pool = {r["id"]: r for r in self.store.recent_slot_memories(scope, 200)}
         for text in texts:
             for row in self.candidates(scope, text, self.top_k):
                 pool.setdefault(row["id"], row)

@@ -54,7 +54,7 @@ class L2Runner:
     def recover(self, scope: str) -> bool:
         """Finish a run that a crash interrupted: restore its backup, replay its actions."""
         st = state.get_scope(self.store, scope)
-        plan = state.load_plan(st["l2_plan"])
+        plan = state.load_plan(st.l2_plan)
         if plan is None:
             return False
         ss = self.scene_store(scope)
@@ -74,7 +74,7 @@ class L2Runner:
             result.batches += 1
         for _ in range(max_batches):
             st = state.get_scope(self.store, scope)
-            memories = state.pending_l1_memories(self.store, scope, st["l2_cursor"], BATCH)
+            memories = state.pending_l1_memories(self.store, scope, st.l2_cursor, BATCH)
             if not memories:
                 break
             ss = self.scene_store(scope)
@@ -85,7 +85,7 @@ class L2Runner:
             else:
                 actions, request = self._digest_actions(scope, memories, existing), ""
                 max_creates = 3
-            backup = ss.backup(st["l2_cursor"])
+            backup = ss.backup(st.l2_cursor)
             plan = {
                 "actions": actions,
                 "backup": str(backup),
@@ -119,7 +119,7 @@ class L2Runner:
         if not marker.exists():
             return False
         st = state.get_scope(self.store, scope)
-        ss.backup(st["l2_cursor"])
+        ss.backup(st.l2_cursor)
         if ss.dir.is_dir():
             for path in ss.dir.glob("*.md"):
                 path.unlink()
@@ -259,11 +259,4 @@ DIGEST_SCENES = {
 
 
 def _active_of_type(store: Store, scope: str, type_: str, limit: int = 60) -> list[dict[str, Any]]:
-    cur = store.reader().execute(
-        "SELECT rowid FROM l1_memories WHERE scope = ? AND type = ? AND status = 'active'"
-        " ORDER BY priority DESC, rowid DESC LIMIT ?",
-        (scope, type_, limit),
-    )
-    rowids = [r[0] for r in cur.fetchall()]
-    rows = store.l1_rows(rowids)
-    return [rows[r] for r in rowids if r in rows]
+    return store.top_memories(scope, type_, limit)

@@ -26,6 +26,7 @@ from memory_tencentdb.pipeline.l1 import StageFailure
 from memory_tencentdb.pipeline.scenes import SceneStore, navigation, strip_navigation
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.files import write_atomic
+from memory_tencentdb.store.records import ScopeState
 from memory_tencentdb.text.sanitize import escape_tags
 
 log = logging.getLogger("memory_tencentdb.pipeline")
@@ -49,19 +50,19 @@ def refresh_navigation(ss: SceneStore) -> None:
     write_atomic(layout.persona_file(ss.root), body + ("\n\n" + nav if nav else "\n"))
 
 
-def trigger(st: dict[str, Any], ss: SceneStore, every_n: int) -> str | None:
+def trigger(st: ScopeState, ss: SceneStore, every_n: int) -> str | None:
     has_scenes = bool(ss.load())
-    never = not st["last_persona_time"]
-    if st["persona_request"]:
-        return f"requested by L2: {st['persona_request']}"
-    if st["scenes_processed"] > 0 and never and has_scenes:
+    never = not st.last_persona_time
+    if st.persona_request:
+        return f"requested by L2: {st.persona_request}"
+    if st.scenes_processed > 0 and never and has_scenes:
         return "cold start"
     if not never and has_scenes and not read_persona(ss):
         return "recovery: persona.md is empty"
-    if st["scenes_processed"] == 1 and st["memories_since_persona"] > 0:
+    if st.scenes_processed == 1 and st.memories_since_persona > 0:
         return "first scene"
-    if st["memories_since_persona"] >= every_n:
-        return f"threshold: {st['memories_since_persona']} new memories"
+    if st.memories_since_persona >= every_n:
+        return f"threshold: {st.memories_since_persona} new memories"
     return None
 
 
@@ -79,7 +80,7 @@ class PersonaRunner:
             return None
         existing = read_persona(ss)
         index = ss.index()
-        changed = _changed(index, st["last_persona_time"])
+        changed = _changed(index, st.last_persona_time)
         if not changed and existing:
             log.info("persona for %s: nothing changed since the last one; skipped", scope)
             return None
@@ -90,7 +91,7 @@ class PersonaRunner:
         text = escape_tags(strip_navigation(text)).strip()
         if not text:
             raise StageFailure("l3-persona: the persona came back empty")
-        self._backup(ss, st["last_persona_at"])
+        self._backup(ss, st.last_persona_at)
         nav = navigation(ss.sync_index())
         write_atomic(layout.persona_file(ss.root), text + ("\n\n" + nav if nav else "\n"))
         l0_count = self.store.count("l0_messages", scope)
@@ -124,7 +125,7 @@ class PersonaRunner:
         existing: str,
         changed: list[dict[str, Any]],
         reason: str,
-        st: dict[str, Any],
+        st: ScopeState,
     ) -> str:
         assert self.llm is not None
         scenes = ss.load()
@@ -137,7 +138,7 @@ class PersonaRunner:
         user = (
             f"{prompts.LANGUAGE_RULE}\n\nTime: {ss.now()}\nTask: {mode}\nTrigger: {reason}\n"
             f"Stats: {len(scenes)} scenes, {len(changed)} changed since the last profile, "
-            f"{st['memories_since_persona']} new memories.\n\n## Changed scenes\n"
+            f"{st.memories_since_persona} new memories.\n\n## Changed scenes\n"
             + ("\n\n".join(blocks) or "(none)")
             + "\n\n## Previous profile\n"
             + (existing or "(none)")
@@ -187,12 +188,7 @@ def digest(store: Store, scope: str) -> str:
     sections = []
     all_text = []
     for type_, en, zh, limit in DIGEST_SECTIONS:
-        cur = store.reader().execute(
-            "SELECT content FROM l1_memories WHERE scope = ? AND type = ? AND status = 'active'"
-            " ORDER BY priority DESC, rowid DESC LIMIT ?",
-            (scope, type_, limit),
-        )
-        lines = [r[0] for r in cur.fetchall()]
+        lines = [r["content"] for r in store.top_memories(scope, type_, limit)]
         all_text += lines
         if lines:
             sections.append((en, zh, lines))

@@ -34,9 +34,10 @@ from typing import Any
 from memory_tencentdb.llm import LLMClient
 from memory_tencentdb.pipeline import state
 from memory_tencentdb.pipeline.l1 import WINDOW_NEW, L1Extractor, StageFailure, next_chunk
-from memory_tencentdb.pipeline.l2 import L2Runner
+from memory_tencentdb.pipeline.l2 import L2Result, L2Runner
 from memory_tencentdb.pipeline.persona import PersonaRunner
 from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.records import ScopeState, SessionBacklog, SessionState
 from memory_tencentdb.vectorizer import Vectorizer
 
 log = logging.getLogger("memory_tencentdb.pipeline")
@@ -44,6 +45,9 @@ log = logging.getLogger("memory_tencentdb.pipeline")
 MAX_CHUNKS_PER_RUN = 20
 MAX_BACKOFF_SECONDS = 600
 FLUSH_TIMEOUT_SECONDS = 20.0
+# On a database shared with other gateways: how often to look for work they left behind.
+SHARED_POLL_SECONDS = 2.0
+L2_CLAIM = "\x1fl2"  # the claim key of a scope's L2 run (no session key starts with US)
 # A scope recalled this recently is in an interactive session: its captures are extracted at
 # once instead of in warm-up batches (see Pipeline.expedite).
 RECALL_ACTIVE_SECONDS = 600.0
@@ -171,11 +175,14 @@ class Pipeline:
                     self._recover()
             except Exception:  # noqa: BLE001 - a broken state must not keep the gateway down
                 log.exception("pipeline recovery failed; new captures are still processed")
-        for name, target in (
+        loops = [
             ("pipeline-timer", self._timer_loop),
             ("pipeline-l1", self._l1_loop),
             ("pipeline-l2", self._l2_loop),
-        ):
+        ]
+        if self.enabled and getattr(self.store, "backend", "sqlite") != "sqlite":
+            loops.append(("pipeline-shared", self._shared_loop))
+        for name, target in loops:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -194,28 +201,16 @@ class Pipeline:
     def _recover(self) -> None:
         """Rebuild the schedule from the database: pending messages, half-done runs, timers."""
         now, mono = time.time(), time.monotonic()
-        idle = self.cfg.l1_idle_timeout_seconds
         for note in state.reconcile(
             self.store, lambda scope: bool(self.l2.scene_store(scope).load())
         ):
             log.info("pipeline state: %s", note)
-        for b in state.backlog_sessions(self.store):
-            if self._skipped(b["session_key"]):
-                continue
-            st = state.get_session(self.store, b["scope"], b["session_key"])
-            s = self._session(b["scope"], b["session_key"], st)
-            s.pending = b["pending"]
-            s.count = max(s.count, b["user_messages"], 1 if b["pending"] else 0)
-            last = _epoch(b["last_recorded_at"]) or now
-            if st["plan"] or last + idle <= now or s.count >= self._threshold(s):
-                self._enqueue_l1(s)
-            else:
-                s.idle_at = mono + (last + idle - now)
+        self._schedule_backlog(state.backlog_sessions(self.store), now, mono)
         for row in state.scopes_with_state(self.store):
-            sc = self._scope(row["scope"], row)
-            if row["l2_plan"]:
+            sc = self._scope(row.scope, row)
+            if row.l2_plan:
                 self._enqueue_l2(sc, "l2")
-            elif row["persona_request"]:
+            elif row.persona_request:
                 self._enqueue_l2(sc, "l3")
         n = len(self._l1_queue)
         if n or self._sessions:
@@ -223,28 +218,69 @@ class Pipeline:
                 "pipeline resumed: %d session(s) pending, %d queued now", len(self._sessions), n
             )
 
+    def _schedule_backlog(
+        self, backlog: list[SessionBacklog], now: float, mono: float, known: bool = True
+    ) -> None:
+        """Queue (or arm the idle timer of) sessions with messages past their cursor.
+
+        ``known=False`` (the shared-database poll) leaves alone the sessions this gateway is
+        already running, queueing or timing."""
+        idle = self.cfg.l1_idle_timeout_seconds
+        for b in backlog:
+            if self._skipped(b.session_key):
+                continue
+            s = self._sessions.get((b.scope, b.session_key))
+            if not known and s is not None and (s.queued or s.running or s.idle_at is not None):
+                continue
+            st = state.get_session(self.store, b.scope, b.session_key)
+            s = self._session(b.scope, b.session_key, st)
+            s.pending = b.pending
+            s.count = max(s.count, b.user_messages, 1 if b.pending else 0)
+            last = _epoch(b.last_recorded_at) or now
+            if st.plan or last + idle <= now or s.count >= self._threshold(s):
+                self._enqueue_l1(s)
+            else:
+                s.idle_at = mono + (last + idle - now)
+
+    def _shared_loop(self) -> None:
+        """Several gateways on one database: find the work another one left (it stopped or was
+        killed mid-run, or its captures wait for an idle timer it will never fire)."""
+        while True:
+            with self._cv:
+                if self._stopping:
+                    return
+                self._cv.wait(SHARED_POLL_SECONDS)
+                if self._stopping:
+                    return
+            try:
+                backlog = state.backlog_sessions(self.store)
+                with self._cv:
+                    self._schedule_backlog(backlog, time.time(), time.monotonic(), known=False)
+            except Exception as e:  # noqa: BLE001 - the database may be briefly unreachable
+                log.warning("pipeline: could not read the shared backlog: %s", e)
+
     # ------------------------------------------------------------------ state helpers
 
-    def _session(self, scope: str, key: str, st: dict[str, Any] | None = None) -> _Session:
+    def _session(self, scope: str, key: str, st: SessionState | None = None) -> _Session:
         s = self._sessions.get((scope, key))
         if s is None:
             if st is None:
                 st = state.get_session(self.store, scope, key)
-            threshold = st["warmup_threshold"] if self.cfg.enable_warmup else 0
-            s = _Session(scope, key, threshold=threshold, last_error=st["last_error"] or None)
+            threshold = st.warmup_threshold if self.cfg.enable_warmup else 0
+            s = _Session(scope, key, threshold=threshold, last_error=st.last_error or None)
             self._sessions[(scope, key)] = s
         return s
 
-    def _scope(self, scope: str, row: dict[str, Any] | None = None) -> _Scope:
+    def _scope(self, scope: str, row: ScopeState | None = None) -> _Scope:
         sc = self._scopes.get(scope)
         if sc is None:
             row = row or state.get_scope(self.store, scope)
             sc = _Scope(
                 scope,
-                due=float(row["l2_due_at"] or 0),
-                due_kind="delay" if row["l2_due_at"] else "",
-                last_run=float(row["l2_last_run"] or 0),
-                last_active=float(row["last_active"] or 0),
+                due=float(row.l2_due_at or 0),
+                due_kind="delay" if row.l2_due_at else "",
+                last_run=float(row.l2_last_run or 0),
+                last_active=float(row.last_active or 0),
             )
             self._scopes[scope] = sc
         return sc
@@ -354,9 +390,9 @@ class Pipeline:
 
     def _has_pending(self, scope: str, key: str) -> bool:
         st = state.get_session(self.store, scope, key)
-        if st["plan"]:
+        if st.plan:
             return True
-        return next_chunk(self.store, scope, key, st["l1_cursor"], window=1) is not None
+        return next_chunk(self.store, scope, key, st.l1_cursor, window=1) is not None
 
     # ------------------------------------------------------------------ timer
 
@@ -519,19 +555,25 @@ class Pipeline:
                     log.exception("could not record pipeline state")
 
     def _run_l1(self, s: _Session) -> tuple[int, bool]:
-        """Process pending chunks of one session; returns (memories stored, more pending)."""
+        """Process pending chunks of one session; returns (memories stored, more pending).
+
+        The session is claimed in the store first: on a database shared by several gateways
+        only the one holding the claim extracts it (the state is read after claiming)."""
+        with self.store.claim_session(s.scope, s.key) as held:
+            if not held:
+                log.info("L1 for %s/%s: another gateway is extracting it", s.scope, s.key)
+                return 0, False
+            return self._run_l1_claimed(s)
+
+    def _run_l1_claimed(self, s: _Session) -> tuple[int, bool]:
         st = state.get_session(self.store, s.scope, s.key)
-        cursor, scene = st["l1_cursor"], st["last_scene_name"]
+        cursor, scene = st.l1_cursor, st.last_scene_name
         stored = 0
-        plan = state.load_plan(st["plan"])
+        plan = state.load_plan(st.plan)
         if plan is not None:  # a run that was interrupted after deciding: replay it
-            found = (
-                self.store.reader()
-                .execute("SELECT rowid FROM l0_messages WHERE id = ?", (plan.get("to_id", ""),))
-                .fetchone()
-            )
-            if found:  # rowids change when the database is rebuilt; record ids do not
-                plan["to_rowid"] = found[0]
+            found = self.store.l0_seq(plan.get("to_id", ""))
+            if found is not None:  # sequence numbers change on a rebuild; record ids do not
+                plan["to_rowid"] = found
             stored += self._apply(s, plan, cursor)
             cursor, scene = plan["to_rowid"], plan.get("scene", scene)
         for _ in range(MAX_CHUNKS_PER_RUN):
@@ -580,15 +622,7 @@ class Pipeline:
             time.time(),
         )
         if rows is None:  # a replayed plan: count what it covered
-            rows = (
-                self.store.reader()
-                .execute(
-                    "SELECT count(*) FROM l0_messages WHERE scope = ? AND session_key = ?"
-                    " AND rowid > ? AND rowid <= ?",
-                    (s.scope, s.key, cursor, plan["to_rowid"]),
-                )
-                .fetchone()[0]
-            )
+            rows = self.store.count_l0_between(s.scope, s.key, cursor, plan["to_rowid"])
         with self._cv:
             s.pending = max(0, s.pending - rows)
         return n
@@ -618,8 +652,12 @@ class Pipeline:
 
     def _run_l2(self, sc: _Scope) -> None:
         try:
-            with self._llm_lock:
-                result = self.l2.run(sc.scope, lenient=sc.failures >= 3)
+            with (
+                self.store.claim_session(sc.scope, L2_CLAIM) as held,
+                self._llm_lock,
+            ):
+                # Another gateway folding this scope now: its run covers these memories.
+                result = self.l2.run(sc.scope, lenient=sc.failures >= 3) if held else L2Result()
         except Exception as e:  # noqa: BLE001
             error = str(e) if isinstance(e, StageFailure) else f"{type(e).__name__}: {e}"
             if not isinstance(e, StageFailure):
@@ -752,7 +790,7 @@ class Pipeline:
             waiting = 0
             if not armed_delay:
                 with contextlib.suppress(Exception):
-                    cursor = state.get_scope(self.store, sc.scope)["l2_cursor"]
+                    cursor = state.get_scope(self.store, sc.scope).l2_cursor
                     waiting = state.count_pending_l1(self.store, sc.scope, cursor)
             if armed_delay or waiting:
                 with self._cv:
@@ -804,7 +842,7 @@ class Pipeline:
             if sc.scope in l2 or sc.scope in skip:
                 continue
             with contextlib.suppress(Exception):
-                cursor = state.get_scope(self.store, sc.scope)["l2_cursor"]
+                cursor = state.get_scope(self.store, sc.scope).l2_cursor
                 if state.count_pending_l1(self.store, sc.scope, cursor):
                     l2.append(sc.scope)
         if l2:
@@ -832,7 +870,7 @@ class Pipeline:
         for sc in scopes:
             with contextlib.suppress(Exception):  # health must answer
                 l2_pending += state.count_pending_l1(
-                    self.store, sc.scope, state.get_scope(self.store, sc.scope)["l2_cursor"]
+                    self.store, sc.scope, state.get_scope(self.store, sc.scope).l2_cursor
                 )
         backlog["l2_memories"] = l2_pending
         idle = (

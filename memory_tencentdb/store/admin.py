@@ -254,6 +254,8 @@ def delete_orphan_vectors(store: Store) -> int:
 
 def vacuum(store: Store) -> None:
     """Rewrite the database file so freed pages (which still hold old text) are gone."""
+    if store.backend != "sqlite":  # a server's storage is its administrator's (VACUUM FULL)
+        return
     with store.write_lock:
         store.writer.execute("INSERT INTO l0_fts (l0_fts) VALUES ('optimize')")
         store.writer.execute("INSERT INTO l1_fts (l1_fts) VALUES ('optimize')")
@@ -294,7 +296,8 @@ def _delete_rows(store: Store, layer: str, ids: list[str]) -> int:
             if not rows:
                 continue
             rmarks = ",".join("?" * len(rows))
-            conn.execute(f"DELETE FROM {fts} WHERE rowid IN ({rmarks})", rows)
+            if store.backend == "sqlite":  # PostgreSQL keeps the tokens in the row itself
+                conn.execute(f"DELETE FROM {fts} WHERE rowid IN ({rmarks})", rows)
             conn.execute(f"DELETE FROM {table} WHERE rowid IN ({rmarks})", rows)
             removed.extend(rows)
 
@@ -317,6 +320,8 @@ def delete_l1(store: Store, ids: list[str]) -> int:
 def drop_vector_indexes(store: Store) -> list[str]:
     """Drop the sqlite-vec index tables (offline only): they are rebuilt from ``vectors`` at the
     next start, and may still hold rows of what was purged."""
+    if store.backend != "sqlite":
+        return []
     names = [
         r[0]
         for r in store.reader().execute(
@@ -384,30 +389,19 @@ def unextracted_l0_ids(store: Store, ids: list[str]) -> set[str]:
 def bulk(store: Store) -> Iterator[None]:
     """Many ``Store`` writes in one transaction (offline imports: the same rows, one commit per
     batch instead of one per row). Nothing is committed if the block raises."""
-    orig = store._transaction
-    with store.write_lock:
-        store.writer.execute("BEGIN IMMEDIATE")
-        store._transaction = lambda fn: fn(store.writer)  # type: ignore[method-assign]
-        try:
-            yield
-            store.writer.execute("COMMIT")
-        except BaseException:
-            store.writer.execute("ROLLBACK")
-            raise
-        finally:
-            store._transaction = orig  # type: ignore[method-assign]
+    with store.transaction():
+        yield
 
 
 def text_in_live_rows(store: Store, text: str) -> bool:
     """Whether a row that was not forgotten (a live memory or message) contains ``text``."""
     conn = store.reader()
+    instr = "instr(content, ?)" if store.backend == "sqlite" else "strpos(content, ?)"
     if conn.execute(
-        "SELECT 1 FROM l1_memories WHERE status != 'deleted' AND instr(content, ?) > 0 LIMIT 1",
+        f"SELECT 1 FROM l1_memories WHERE status != 'deleted' AND {instr} > 0 LIMIT 1",
         (text,),
     ).fetchone():
         return True
     return bool(
-        conn.execute(
-            "SELECT 1 FROM l0_messages WHERE instr(content, ?) > 0 LIMIT 1", (text,)
-        ).fetchone()
+        conn.execute(f"SELECT 1 FROM l0_messages WHERE {instr} > 0 LIMIT 1", (text,)).fetchone()
     )

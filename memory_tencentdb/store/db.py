@@ -15,7 +15,7 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -26,6 +26,7 @@ import numpy as np
 from memory_tencentdb.store import files
 from memory_tencentdb.store.connection import Binding, choose_binding, connect
 from memory_tencentdb.store.migrations import migrate
+from memory_tencentdb.store.pipeline_tables import PipelineTables
 from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index, VectorIndex, vec0_table_name
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.text.embedding_text import hash_input, l0_text
@@ -79,8 +80,14 @@ class L0Input:
     speaker: str = ""  # the speaker's name, when the host knows it
 
 
-class Store:
-    """Owns ``memory.db`` and the JSONL files of one data directory."""
+class Store(PipelineTables):
+    """Owns ``memory.db`` and the JSONL files of one data directory (the SQLite backend).
+
+    The only code that speaks SQL: services call its named methods (and those of
+    ``PipelineTables``) and group writes with ``with store.transaction():``.
+    """
+
+    backend = "sqlite"
 
     def __init__(
         self,
@@ -175,16 +182,40 @@ class Store:
         row = self.reader().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def _transaction(self, fn: Any) -> Any:
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every store write inside the block commits together, or none does (it raises).
+
+        Nested blocks join the outer one. Other threads' writes wait until it ends.
+        """
         with self.write_lock:
-            self.writer.execute("BEGIN IMMEDIATE")
+            if getattr(self._local, "in_tx", False):
+                yield
+                return
+            self._begin()
+            self._local.in_tx = True
             try:
-                result = fn(self.writer)
-                self.writer.execute("COMMIT")
-                return result
+                yield
             except BaseException:
-                self.writer.execute("ROLLBACK")
+                self._local.in_tx = False
+                self._rollback()
                 raise
+            self._local.in_tx = False
+            self._commit()
+
+    def _begin(self) -> None:
+        self.writer.execute("BEGIN IMMEDIATE")
+
+    def _commit(self) -> None:
+        self.writer.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        self.writer.execute("ROLLBACK")
+
+    def _transaction(self, fn: Any) -> Any:
+        """Run ``fn(writer_connection)`` in a transaction (or in the caller's, if one is open)."""
+        with self.transaction():
+            return fn(self.writer)
 
     # ----------------------------------------------------------------- L0
 
@@ -218,6 +249,30 @@ class Store:
 
     def index_l0_lines(self, rows: list[dict[str, Any]], rel_file: str) -> list[int]:
         """Insert JSONL L0 lines into the database (also used by reindex)."""
+        params, toks = self._l0_params(rows, rel_file)
+
+        def write(conn: Any) -> list[int]:
+            ids = []
+            for p, tok in zip(params, toks, strict=True):
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO l0_messages (id, scope, session_key, session_id, role,"
+                    " content, message_id, timestamp, recorded_at, file, text_hash, extra, speaker)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    p,
+                )
+                if cur.rowcount:
+                    rowid = cur.lastrowid
+                    conn.execute("INSERT INTO l0_fts (rowid, tok) VALUES (?, ?)", (rowid, tok))
+                    ids.append(rowid)
+            return ids
+
+        ids = self._transaction(write)
+        self._written("l0", ids)
+        return ids
+
+    @staticmethod
+    def _l0_params(rows: list[dict[str, Any]], rel_file: str) -> tuple[list[tuple], list[str]]:
+        """The column values of JSONL L0 lines, and their keyword-index tokens."""
         params = []
         toks = []
         for r in rows:
@@ -242,25 +297,7 @@ class Store:
                 )
             )
             toks.append(tokenize.index_text(indexed))
-
-        def write(conn: Any) -> list[int]:
-            ids = []
-            for p, tok in zip(params, toks, strict=True):
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO l0_messages (id, scope, session_key, session_id, role,"
-                    " content, message_id, timestamp, recorded_at, file, text_hash, extra, speaker)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    p,
-                )
-                if cur.rowcount:
-                    rowid = cur.lastrowid
-                    conn.execute("INSERT INTO l0_fts (rowid, tok) VALUES (?, ?)", (rowid, tok))
-                    ids.append(rowid)
-            return ids
-
-        ids = self._transaction(write)
-        self._written("l0", ids)
-        return ids
+        return params, toks
 
     def l0_rows(self, rowids: Iterable[int]) -> dict[int, dict[str, Any]]:
         return self._rows("l0_messages", L0_COLUMNS, rowids)
@@ -307,6 +344,38 @@ class Store:
         self.apply_status_line(line)
 
     def index_l1_line(self, r: dict[str, Any], rel_file: str) -> int:
+        values, tok = self._l1_values(r, rel_file)
+        cols = ", ".join(values)
+        marks = ", ".join("?" * len(values))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("id", "created_at"))
+
+        def write(conn: Any) -> int:
+            conn.execute(
+                f"INSERT INTO l1_memories ({cols}) VALUES ({marks})"
+                f" ON CONFLICT(id) DO UPDATE SET {updates}",
+                tuple(values.values()),
+            )
+            rowid = conn.execute(
+                "SELECT rowid FROM l1_memories WHERE id = ?", (r["id"],)
+            ).fetchone()[0]
+            conn.execute("DELETE FROM l1_fts WHERE rowid = ?", (rowid,))
+            if values["status"] == "active":
+                conn.execute("INSERT INTO l1_fts (rowid, tok) VALUES (?, ?)", (rowid, tok))
+            return rowid
+
+        rowid = self._transaction(write)
+        self._l1_indexed(rowid, values["status"])
+        return rowid
+
+    def _l1_indexed(self, rowid: int, status: str) -> None:
+        if status != "active":
+            self._drop_from_indexes("l1", [rowid])
+        else:
+            self._written("l1", [rowid])
+
+    @staticmethod
+    def _l1_values(r: dict[str, Any], rel_file: str) -> tuple[dict[str, Any], str]:
+        """The column values of a JSONL L1 upsert line, and its keyword-index tokens."""
         content = str(r["content"])
         timestamps = list(r.get("timestamps") or [])
         values = {
@@ -331,31 +400,7 @@ class Store:
             "file": rel_file,
             "text_hash": text_hash(hash_input("l1", content)),
         }
-        tok = tokenize.index_text(content)
-        cols = ", ".join(values)
-        marks = ", ".join("?" * len(values))
-        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("id", "created_at"))
-
-        def write(conn: Any) -> int:
-            conn.execute(
-                f"INSERT INTO l1_memories ({cols}) VALUES ({marks})"
-                f" ON CONFLICT(id) DO UPDATE SET {updates}",
-                tuple(values.values()),
-            )
-            rowid = conn.execute(
-                "SELECT rowid FROM l1_memories WHERE id = ?", (r["id"],)
-            ).fetchone()[0]
-            conn.execute("DELETE FROM l1_fts WHERE rowid = ?", (rowid,))
-            if values["status"] == "active":
-                conn.execute("INSERT INTO l1_fts (rowid, tok) VALUES (?, ?)", (rowid, tok))
-            return rowid
-
-        rowid = self._transaction(write)
-        if values["status"] != "active":
-            self._drop_from_indexes("l1", [rowid])
-        else:
-            self._written("l1", [rowid])
-        return rowid
+        return values, tokenize.index_text(content)
 
     def apply_status_line(self, line: dict[str, Any]) -> None:
         def write(conn: Any) -> int | None:
@@ -587,7 +632,7 @@ class Store:
             self.reader()
             .execute(
                 f"SELECT count(*) FROM {table} m JOIN vectors v ON v.model = ? AND v.layer = ?"
-                f" AND v.text_hash = m.text_hash WHERE 1{status}",
+                f" AND v.text_hash = m.text_hash WHERE 1 = 1{status}",
                 (model, layer),
             )
             .fetchone()[0]

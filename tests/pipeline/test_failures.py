@@ -267,7 +267,7 @@ def test_half_applied_plan_is_replayed_not_re_extracted(start_gateway, tmp_path)
             L0Input("default", "s1", "", "assistant", "Noted!", 1_700_000_000_001),
         ]
     )
-    rowid = store.reader().execute("SELECT max(rowid) FROM l0_messages").fetchone()[0]
+    rowid = store.max_l0_seq()
 
     def op(mid: str, content: str) -> dict:
         return {

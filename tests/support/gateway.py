@@ -15,6 +15,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.support import postgres
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -48,6 +50,7 @@ class GatewayProcess:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        env.update(postgres.gateway_env(self.data_dir, self.extra_env))
         env.update(self.extra_env)
         return env
 

@@ -43,11 +43,15 @@ const shownConfigWarnings = new Set();
 const loggerRef = { current: undefined };
 const warn = createWarner({ warn: (message) => loggerRef.current?.warn?.(message) });
 const say = (level, message) => log(loggerRef.current, level, message);
-// Offload state of this process: what the engine did per session, one fallback report per link,
-// one way to reach the runtime's compaction. The middleware is one function for the process
-// (OpenClaw keeps one registration per handler), serving the latest registration's settings.
-const activity = new EngineActivity();
-const fallbackReporters = new WeakMap();
+// Offload state of this process: what the engine did per session, one fallback report per
+// gateway, one way to reach the runtime's compaction. OpenClaw loads this module more than once
+// per process (the engine came from the `full` registration, the hooks from a `discovery` one,
+// each its own module instance), so what the engine and the hooks must both see lives on
+// globalThis. The middleware is one function per module instance (OpenClaw keeps one
+// registration per handler), serving the latest registration's settings.
+const SHARED = Symbol.for("memory-tencentdb.offload");
+const shared = (globalThis[SHARED] ??= { activity: new EngineActivity(), reporters: new Map() });
+const activity = shared.activity;
 const delegateCompaction = runtimeCompaction();
 const middlewareRef = { current: undefined };
 async function toolResultMiddleware(event, ctx) {
@@ -147,10 +151,10 @@ function setupOffload(api, config, link, scopeOf) {
   } else {
     say("warn", "tool results are not offloaded: this OpenClaw has no registerAgentToolResultMiddleware (2026.9.6 or later has)");
   }
-  let fallback = fallbackReporters.get(link);
+  let fallback = shared.reporters.get(link.baseUrl);
   if (!fallback) {
     fallback = new FallbackReporter({ pluginId: PLUGIN_ID, link, say });
-    fallbackReporters.set(link, fallback);
+    shared.reporters.set(link.baseUrl, fallback);
   }
   out.canvas = createTurnCanvas({
     pluginId: PLUGIN_ID,

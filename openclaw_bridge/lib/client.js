@@ -32,8 +32,8 @@ export class GatewayClient {
    * nothing listens on the port: the one case where starting a gateway is right. Through the
    * breaker unless `bypassBreaker` (polling a gateway that is starting must not trip it).
    */
-  async probe(timeoutMs = 1_000, { bypassBreaker = false } = {}) {
-    const result = await this.request("GET", "/health", undefined, { timeoutMs, bypassBreaker });
+  async probe(timeoutMs = 1_000, { bypassBreaker = false, countSuccess = true } = {}) {
+    const result = await this.request("GET", "/health", undefined, { timeoutMs, bypassBreaker, countSuccess });
     if (result.ok) return { ok: true, data: result.data && typeof result.data === "object" ? result.data : {} };
     return { ...result, refused: /ECONNREFUSED/.test(result.reason ?? "") };
   }
@@ -46,13 +46,17 @@ export class GatewayClient {
     }
   }
 
-  async request(method, path, body, { timeoutMs = DEFAULT_TIMEOUT_MS, signal, bypassBreaker = false } = {}) {
+  /**
+   * `countSuccess: false`: a success says nothing about the route the caller is after (a
+   * /health check before a call), so it must not close the breaker; a failure still counts.
+   */
+  async request(method, path, body, { timeoutMs = DEFAULT_TIMEOUT_MS, signal, bypassBreaker = false, countSuccess = true } = {}) {
     if (!bypassBreaker && !this.breaker.tryAcquire()) {
       return { ok: false, reason: "circuit-open" };
     }
     const outcome = await this.#send(method, path, body, timeoutMs, signal);
     if (!bypassBreaker) {
-      if (outcome.verdict === "success") this.breaker.onSuccess();
+      if (outcome.verdict === "success" && countSuccess) this.breaker.onSuccess();
       else if (outcome.verdict === "failure") this.breaker.onFailure();
       else this.breaker.onNeutral();
     }

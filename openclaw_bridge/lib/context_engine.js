@@ -23,8 +23,10 @@ export const TRANSCRIPT_SEMANTICS = Object.freeze({
   turnAdvancementIdempotency: "atomic-idempotent-v1",
 });
 
-// The gateway's marker messages (canvas, history of tasks that left the context).
-const MARKERS = ["<current_task_context", "<history_task_context"];
+// The gateway's marker messages: the canvas (replaced on every call), and the note on what left
+// the context (kept: the gateway decides whether it still holds).
+const CANVAS_MARK = "<current_task_context";
+const MARKERS = [CANVAS_MARK, "<history_task_context"];
 const ROLES = new Set(["user", "assistant", "toolResult"]);
 const MIN_BUDGET = 256; // the gateway refuses less
 
@@ -36,14 +38,14 @@ const MIN_BUDGET = 256; // the gateway refuses less
 export class EngineActivity {
   constructor(limit = 512) {
     this.limit = limit;
-    this.sessions = new Map(); // key -> { assembledAt, promptAt }
+    this.sessions = new Map(); // key -> { assembledAt, promptAt, phase, prePrompt }
     this.commits = new Set();
   }
 
   #entry(key) {
     let entry = this.sessions.get(key);
     if (!entry) {
-      entry = { assembledAt: 0, promptAt: 0 };
+      entry = { assembledAt: 0, promptAt: 0, phase: "idle", prePrompt: 0 };
       this.sessions.set(key, entry);
       while (this.sessions.size > this.limit) this.sessions.delete(this.sessions.keys().next().value);
     }
@@ -55,6 +57,25 @@ export class EngineActivity {
   }
 
   /**
+   * The budget the gateway should fill. OpenClaw's pre-prompt call gets the window minus the
+   * reserve and the system prompt; its tool-loop calls get the whole window (their
+   * runtimeSettings.limits.promptTokenBudget) minus only the current turn's pending messages.
+   * A loop call (one after this turn's prompt was built) gets the pre-prompt budget minus what
+   * is pending, so the system prompt and the reserve still fit.
+   */
+  budgetFor(key, tokenBudget, window) {
+    if (!key) return tokenBudget;
+    const entry = this.#entry(key);
+    if (entry.phase === "loop" && entry.prePrompt > 0) {
+      if (Number.isFinite(window) && window >= tokenBudget) return tokenBudget - (window - entry.prePrompt);
+      return Math.min(tokenBudget, entry.prePrompt);
+    }
+    entry.phase = "pre";
+    entry.prePrompt = tokenBudget;
+    return tokenBudget;
+  }
+
+  /**
    * Called once per turn from before_prompt_build, which OpenClaw runs after the engine's
    * pre-prompt assemble: true when the engine assembled since the previous turn's prompt.
    */
@@ -63,11 +84,13 @@ export class EngineActivity {
     const entry = this.#entry(key);
     const used = entry.assembledAt > entry.promptAt && entry.assembledAt > 0;
     entry.promptAt = now;
+    if (entry.phase === "pre") entry.phase = "loop";
     return used;
   }
 
   /** Idempotent turn commit: "committed" the first time a key is seen, then "duplicate". */
-  commit(advancementKey) {
+  commit(advancementKey, sessionKey) {
+    if (sessionKey && this.sessions.has(sessionKey)) this.sessions.get(sessionKey).phase = "idle";
     const key = String(advancementKey ?? "");
     if (!key) return "committed";
     if (this.commits.has(key)) return "duplicate";
@@ -95,8 +118,9 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
     if (!config.offload.enabled || !sessionKey) return unchanged;
     const agentId = agentIdOf({ agentId: params?.runtimeContext?.agentId }, sessionKey);
     if (isExcludedAgent(agentId, config.excludeAgents)) return unchanged;
-    const budget = Math.floor(Number(params?.tokenBudget));
-    if (!Number.isFinite(budget) || budget <= 0) return unchanged;
+    const given = Math.floor(Number(params?.tokenBudget));
+    if (!Number.isFinite(given) || given <= 0) return unchanged;
+    const budget = activity.budgetFor(sessionKey, given, Number(params?.runtimeSettings?.limits?.promptTokenBudget));
 
     const { dialogue, others } = splitForGateway(messages);
     const body = {
@@ -140,7 +164,12 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
     return {
       info,
       assemble: guard("assemble", assemble, (p) => ({ messages: Array.isArray(p?.messages) ? p.messages : [], estimatedTokens: estimateTokens(p?.messages) }), warn),
-      commitTurn: guard("commitTurn", async (p) => ({ status: activity.commit(p?.advancementKey) }), () => ({ status: "committed" }), warn),
+      commitTurn: guard(
+        "commitTurn",
+        async (p) => ({ status: activity.commit(p?.advancementKey, offloadSessionKey(p?.sessionKey, p?.sessionId)) }),
+        () => ({ status: "committed" }),
+        warn,
+      ),
       compact: guard("compact", compact, () => ({ ok: false, compacted: false, reason: "memory-tencentdb: compaction failed" }), warn),
       bootstrap: async () => ({ bootstrapped: true, importedMessages: 0 }),
       maintain: async () => ({ changed: false, bytesFreed: 0, rewrittenEntries: 0 }),
@@ -183,7 +212,7 @@ async function loadPluginSdk() {
 
 /**
  * What goes to /offload/assemble: the dialogue (user, assistant, toolResult), without our own
- * earlier canvas and history blocks (the new ones replace them). Messages of other roles
+ * earlier canvas (the new one replaces it). Messages of other roles
  * (OpenClaw's compaction or branch summaries, custom carriers) are not the gateway's to judge:
  * they are kept, in order, ahead of the assembled dialogue.
  */
@@ -192,17 +221,17 @@ export function splitForGateway(messages) {
   const others = [];
   for (const m of Array.isArray(messages) ? messages : []) {
     if (!m || typeof m !== "object") continue;
-    if (isMarker(m)) continue;
+    if (isMarker(m, [CANVAS_MARK])) continue;
     (ROLES.has(m.role) ? dialogue : others).push(m);
   }
   return { dialogue, others };
 }
 
-export function isMarker(message) {
+export function isMarker(message, marks = MARKERS) {
   if (!message || message.role !== "user") return false;
   const content = message.content;
   const first = typeof content === "string" ? content : Array.isArray(content) ? content.find((b) => b?.type === "text")?.text : "";
-  return typeof first === "string" && MARKERS.some((m) => first.trimStart().startsWith(m));
+  return typeof first === "string" && marks.some((m) => first.trimStart().startsWith(m));
 }
 
 /** An answer the host can use: AgentMessages, every tool result after a call with its id. */

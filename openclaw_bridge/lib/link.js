@@ -89,7 +89,9 @@ export class GatewayLink {
     // waits for them (within startWaitMs) rather than racing the load inside its own budget.
     const forModels = ready && startWaitMs > 0 && Boolean(this.supervisor?.pid) && !this.modelsReady;
     if (!forModels && this.verifiedAt && now - this.verifiedAt < VERIFY_TTL_MS) return { ok: true, waited: false };
-    const probe = await this.client.probe(probeMs);
+    // A healthy /health must not reset the breaker: a gateway whose /health answers while a
+    // route hangs would otherwise cost every call its whole timeout, turn after turn.
+    const probe = await this.client.probe(probeMs, { countSuccess: false });
     if (probe.ok) {
       const judged = this.#judge(probe.data);
       if (!judged.ok || judged.ready || !forModels) return { ...judged, waited: false };

@@ -78,11 +78,12 @@ export function createTurnCanvas({ pluginId, config, link, warn, scopeOf = (agen
     if (!config.offload.enabled) return undefined;
     const sessionKey = offloadSessionKey(ctx?.sessionKey, ctx?.sessionId);
     if (!sessionKey) return undefined;
+    // Noted for every turn: the engine's next calls of this turn are its tool-loop calls.
+    const engineUsed = activity.promptBuilt(sessionKey);
     if (ctx?.trigger && config.skipTriggers.includes(ctx.trigger)) return undefined;
     const agentId = agentIdOf(ctx, sessionKey);
     if (isExcludedAgent(agentId, config.excludeAgents)) return undefined;
 
-    const engineUsed = activity.promptBuilt(sessionKey);
     if (slotOurs()) {
       if (engineUsed) {
         await fallback.running();

@@ -33,6 +33,8 @@ let generation = 0;
  */
 export async function loadBridge() {
   generation += 1;
+  // State the bridge shares between its module instances of one process (globalThis) goes too.
+  delete globalThis[Symbol.for("memory-tencentdb.offload")];
   const url = new URL(`file://${join(BRIDGE_DIR, "index.js")}?fresh=${generation}`);
   return (await import(url.href)).default;
 }

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import { createContextEngineFactory, EngineActivity, runtimeCompaction } from "../../openclaw_bridge/lib/context_engine.js";
-import { BRIDGE_DIR, bridgeWith, closedPort, configFor, expectedScope, live, recorded, startStub, timed } from "./helpers.mjs";
+import { BRIDGE_DIR, bridgeWith, closedPort, configFor, expectedScope, fakeApi, live, loadBridge, recorded, startStub, timed } from "./helpers.mjs";
 
 const PLUGIN = "memory-tencentdb";
 const READ_TOOL = "memory_tencentdb_offload_read";
@@ -131,7 +131,6 @@ test("offload on: the middleware for the openclaw runtime, the read tool, the en
 
 test("a host without the offload registrations: the rest of the plugin still registers", async () => {
   const bridgeMod = await import(`${new URL(`file://${join(BRIDGE_DIR, "index.js")}`).href}?nohost=1`);
-  const { fakeApi } = await import("./helpers.mjs");
   const api = fakeApi({ pluginConfig: configFor(stub.url, { offload: { enabled: true } }) });
   delete api.registerAgentToolResultMiddleware;
   delete api.registerContextEngine;
@@ -246,6 +245,22 @@ test("middleware degrade: slow gateway: gives up at its deadline and keeps the o
   assert.ok(api.warnings().some((w) => /tool result kept whole \(offload unavailable: timeout after 400ms\)/.test(w)));
 });
 
+test("middleware degrade: /health answers but the offload route hangs: the breaker opens after 3 timeouts", async () => {
+  reset((req) => (req.url === "/offload/tool-result" ? { hang: true } : healthy(req, {})));
+  const api = await bridge({ offload: offloadOn(SHORT), extra: { breaker: { failureThreshold: 3, cooldownMs: 60_000 } } });
+  const mw = middlewareOf(api);
+  const took = [];
+  for (let i = 0; i < 6; i += 1) {
+    const { event, ctx } = toolResult(i % 3);
+    const { ms, value } = await timed(() => mw(event, ctx));
+    assert.equal(value, undefined);
+    took.push(ms);
+  }
+  assert.equal(stub.requests.filter((r) => r.path === "/offload/tool-result").length, 3, "calls 4-6 short-circuit");
+  assert.ok(took.slice(3).every((ms) => ms < 200), `after the breaker opened: ${took.map(Math.round)}`);
+  assert.ok(api.warnings().some((w) => /circuit-open/.test(w)));
+});
+
 test("middleware degrade: gateway down: at once, warnings rate-limited, then the breaker stops the calls", async () => {
   const port = await closedPort();
   const api = await bridgeWith({ port, offload: offloadOn(), recall: { enabled: false }, breaker: { failureThreshold: 2, cooldownMs: 60_000 } }, { config: SLOT });
@@ -295,6 +310,11 @@ test("engine assemble: our earlier canvas is removed before the gateway adds one
   for (const req of stub.requests) {
     assert.ok(!req.body.messages.some((m) => m.content?.[0]?.text?.startsWith("<current_task_context")), "sent without our marker");
   }
+  // The note on what left the context goes back to the gateway, which decides if it still holds.
+  reset();
+  const note = { role: "user", content: [{ type: "text", text: '<history_task_context mode="offloaded">\n5 earlier messages left\n</history_task_context>' }], timestamp: 2 };
+  await engine.assemble({ ...event, messages: [note, ...event.messages] });
+  assert.deepEqual(stub.requests[0].body.messages[0], note);
 });
 
 test("engine assemble: messages of other roles (compaction summaries) are kept ahead of the dialogue", async () => {
@@ -305,6 +325,29 @@ test("engine assemble: messages of other roles (compaction summaries) are kept a
   const out = await engine.assemble({ ...event, messages: [summary, ...event.messages] });
   assert.deepEqual(out.messages[0], summary);
   assert.ok(!stub.requests[0].body.messages.some((m) => m.role === "compactionSummary"), "not sent to the gateway");
+});
+
+test("engine assemble: tool-loop calls keep room for the system prompt and the reserve (recorded budgets)", async () => {
+  reset();
+  const api = await bridge();
+  const engine = engineOf(api);
+  const { event: prompt, ctx } = recorded("offload_turns", "before_prompt_build", 0);
+  const calls = [0, 1, 2, 3, 4].map(assembleCall);
+  // Loop calls carry the window; the pre-prompt call's budget is the window less the reserve
+  // and the system prompt.
+  const window = calls[1].event.runtimeSettings.limits.promptTokenBudget;
+  const overhead = window - calls[0].event.tokenBudget;
+  assert.ok(overhead > 10_000, `recorded overhead ${overhead}`);
+  await engine.assemble(calls[0].event); // pre-prompt
+  await api.fire("before_prompt_build", prompt, live(ctx));
+  for (const c of calls.slice(1)) await engine.assemble(c.event); // one per model call
+  const sent = stub.requests.filter((r) => r.path === "/offload/assemble").map((r) => r.body.token_budget);
+  assert.deepEqual(sent, [calls[0].event.tokenBudget, ...calls.slice(1).map((c) => c.event.tokenBudget - overhead)]);
+  // After the turn is committed, the next turn's first call is a pre-prompt call again.
+  await engine.commitTurn(recorded("offload_turns", "engine.commitTurn", 0).event);
+  reset();
+  await engine.assemble(assembleCall(5).event);
+  assert.equal(stub.requests[0].body.token_budget, assembleCall(5).event.tokenBudget);
 });
 
 test("engine assemble: a tiny budget is raised to the gateway's minimum; no budget or session: unchanged", async () => {
@@ -449,6 +492,22 @@ test("slot ours and the engine ran: no canvas from the hook (the engine adds it 
   assert.equal(await api.fire("before_prompt_build", event, live(ctx)), undefined);
   assert.deepEqual(stub.paths(), []);
   assert.deepEqual(api.warnings(), []);
+});
+
+test("slot ours, engine from the `full` module instance, hooks from a `discovery` one: no false fallback", async () => {
+  // OpenClaw 2026.9.6 loads the plugin module once per registration pass (seen in a real run).
+  reset();
+  const pluginConfig = configFor(stub.url, { offload: offloadOn(), recall: { enabled: false }, capture: { enabled: false } });
+  const full = fakeApi({ pluginConfig, config: SLOT, registrationMode: "full" });
+  (await loadBridge()).register(full);
+  const discovery = fakeApi({ pluginConfig, config: SLOT, registrationMode: "discovery" });
+  const second = await import(`${new URL(`file://${join(BRIDGE_DIR, "index.js")}`).href}?instance=discovery`);
+  second.default.register(discovery);
+  await engineOf(full).assemble(assembleCall(5).event);
+  const { event, ctx } = recorded("offload_turns", "before_prompt_build", 1);
+  assert.equal(await discovery.fire("before_prompt_build", event, live(ctx)), undefined);
+  assert.ok(!stub.paths().includes("/offload/host-status"));
+  assert.deepEqual([...full.warnings(), ...discovery.warnings()], []);
 });
 
 test("slot ours but OpenClaw fell back to legacy: said once, reported to /health, canvas per turn; cleared when the engine runs", async () => {

@@ -42,7 +42,6 @@ HISTORY_MARK = "<history_task_context"
 # the gateway's own stubbing of kept results from the mild level on.
 COMPRESS_RATIO = 0.85
 MILD_RATIO = 0.5
-CANVAS_MAX_CHARS = 3000  # the newest nodes of the canvas shown on every call (~1,000 tokens)
 BUDGET_FLOOR = 1024
 DEFAULT_CONTEXT = 200_000  # the gateway's default_context_window, when Hermes told us nothing
 READ_TIMEOUT_S = 10.0
@@ -125,6 +124,8 @@ class View:
     tools_key: tuple[str, ...] = ()
     request_tokens: int = 0  # estimate of the last request sent
     added_tokens: int = 0  # tool results kept since that request
+    gateway_tokens: int = 0  # the gateway's count of the last transcript it saw (0: none yet)
+    compress_floor: int = 0  # what the last compaction got down to (it cannot fold below)
     refreshes: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -317,56 +318,6 @@ def assemble(
     return out
 
 
-def fetch_canvas(target: Route, deadline_s: float, max_chars: int) -> tuple[bool, str]:
-    """(answered, block): the active canvas of the session as one message text ("" if none).
-
-    Why the plugin builds the block itself: the gateway's assemble shows a canvas only when
-    steps left the context, while the model should see its task's canvas on every call.
-    The block starts with the gateway's marker, so an assemble removes it like its own.
-    """
-    params = {"scope": target.scope, "session_key": target.session_key}
-    if target.user_id:
-        params["user_id"] = target.user_id
-    out = call_within(target, "/offload/canvases", params, deadline_s, method="GET")
-    if not isinstance(out, dict):
-        return False, ""
-    active = out.get("active")
-    if not isinstance(active, dict) or not isinstance(active.get("text"), str):
-        return True, ""
-    return True, canvas_block(active, max_chars)
-
-
-def canvas_block(active: dict[str, Any], max_chars: int) -> str:
-    name = str(active.get("file") or active.get("canvas") or "")
-    body = _tail(active["text"], max(400, max_chars))
-    goal = " ".join(str(active.get("task_goal") or "").split())[:300]
-    return (
-        f'{CANVAS_MARK} file="{name}">\n'
-        "Canvas of the current task (Mermaid flowchart: one node per step, newest last); steps"
-        " after this message are not in it yet. A node's full results:"
-        f' {READ_TOOL} {{"node_id": "<node>"}}.\n'
-        f"Task goal: {goal}\n```mermaid\n{body}\n```\n</current_task_context>"
-    )
-
-
-def _tail(text: str, max_chars: int) -> str:
-    """The canvas cut to its newest lines (its header kept) when it is too long to show."""
-    if len(text) <= max_chars:
-        return text
-    lines = text.split("\n")
-    head = [ln for ln in lines[:2] if ln.startswith(("%%", "flowchart"))]
-    body = lines[len(head) :]
-    kept: list[str] = []
-    size = sum(len(h) + 1 for h in head) + 60
-    for ln in reversed(body):
-        if size + len(ln) + 1 > max_chars:
-            break
-        kept.append(ln)
-        size += len(ln) + 1
-    dropped = len(body) - len(kept)
-    return "\n".join([*head, f"    %% {dropped} earlier lines: {READ_TOOL} canvas", *kept[::-1]])
-
-
 def valid_messages(messages: Any) -> bool:
     """A non-empty list of OpenAI chat messages (what Hermes can send and persist)."""
     return (
@@ -426,18 +377,35 @@ def is_canvas(m: Any) -> bool:
 
 
 def learn(view: View, sent: list[Any], answer: dict[str, Any]) -> None:
-    """Cache the stubs the gateway chose for this session's results."""
+    """Cache the gateway's canvas message, the stubs it chose and its count of the request.
+
+    The count is the gateway's exact one (tool schemas included as ``system_tokens``): what
+    the model receives after the mild stubs (``estimated_tokens``), or, when the gateway had
+    to fold turns for this call, what the transcript holds (``input_tokens``). The engine
+    compacts on it, so a compaction runs only when the gateway will fold turns: mild stubs
+    are applied per call anyway, and each compaction is a rewrite of Hermes's transcript.
+    """
     before = {
         str(m.get("tool_call_id")): m.get("content")
         for m in sent
         if isinstance(m, dict) and m.get("role") == "tool"
     }
+    stats = answer.get("stats") if isinstance(answer.get("stats"), dict) else {}
+    folded = answer.get("level") in ("aggressive", "emergency")
+    size = stats.get("input_tokens") if folded else answer.get("estimated_tokens")
+    if isinstance(size, int | float):
+        view.gateway_tokens = int(size)
+        view.added_tokens = 0
+    block = ""
     for m in answer.get("messages") or []:
-        if m.get("role") == "tool":
+        if is_canvas(m):
+            block = m["content"]
+        elif m.get("role") == "tool":
             cid = str(m.get("tool_call_id"))
             content = m.get("content")
             if cid in before and isinstance(content, str) and content != before[cid]:
                 view.stubs[cid] = content
+    view.canvas_block = block
 
 
 def apply(view: View, messages: list[Any]) -> list[Any]:

@@ -53,6 +53,8 @@ except ImportError:  # outside Hermes (unit tests): the attributes Hermes reads 
 log = logging.getLogger("hermes_memory_tencentdb")
 
 ENGINE_NAME = "memory_tencentdb"
+FOLDABLE_SHARE = 0.1  # the messages (beyond system prompt and tools) must hold this much
+REGROW_SHARE = 0.05  # after a compaction, the next waits until the context grew this much
 
 
 def _profile() -> str:
@@ -134,16 +136,32 @@ class OffloadEngine(ContextEngine):
             pass
 
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
-        """At the gateway's aggressive threshold (0.85 of the budget), by the larger estimate."""
+        """At the gateway's aggressive threshold (0.85 of the budget), when there is something
+        to fold.
+
+        The size is the gateway's exact count of the last request plus the results since (a
+        rough estimate only before the gateway answered once). Why the two extra conditions:
+        every compaction makes Hermes rewrite the transcript, so one that cannot fold anything
+        (the system prompt and tool schemas alone fill the budget, or the last compaction got
+        no lower than this) must not run, let alone three times a turn.
+        """
         try:
             target = offload.route_for(self.session_id)
             if target is None:
                 return False
             view = offload.view_for(self.session_id)
-            limit = int(offload.budget(target, view) * offload.COMPRESS_RATIO)
+            budget = offload.budget(target, view)
+            limit = int(budget * offload.COMPRESS_RATIO)
             self.threshold_tokens = limit
-            ours = view.request_tokens + view.added_tokens
-            return max(int(prompt_tokens or 0), ours) >= limit
+            if view.gateway_tokens:
+                size = view.gateway_tokens + view.added_tokens
+            else:
+                size = max(int(prompt_tokens or 0), view.request_tokens + view.added_tokens)
+            if size < limit:
+                return False
+            if size - view.overhead_tokens < budget * FOLDABLE_SHARE:
+                return False
+            return not (view.compress_floor and size < view.compress_floor + budget * REGROW_SHARE)
         except Exception:  # noqa: BLE001
             return False
 
@@ -203,6 +221,8 @@ class OffloadEngine(ContextEngine):
             if view.pending_prompt == prompt:
                 view.pending_prompt = ""
             view.request_tokens = offload.estimate_messages(result) + overhead
+            view.gateway_tokens = int(answer.get("estimated_tokens") or 0)
+            view.compress_floor = view.gateway_tokens
             view.added_tokens = 0
             view.dirty = True
         log.info(

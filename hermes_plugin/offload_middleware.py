@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from typing import Any
 
 from . import offload
@@ -140,41 +139,32 @@ def _refresh(
     tools_tokens: int,
     prompt: str,
 ) -> list[Any]:
-    """Something changed: ask the gateway again; the messages to send this call.
+    """Something changed: ``POST /offload/assemble`` with the whole request; what to send.
 
-    ``/offload/assemble`` (the whole request) only when it can change something: a new
-    prompt to judge (task boundary), or a request past the mild level, where the gateway
-    stubs results it kept so far. The canvas comes from ``/offload/canvases`` (small).
-    Both within ``offload_request_timeout_s`` in total; a failed part keeps the cache.
+    The answer gives this session's canvas message (the gateway's: one whenever the session
+    has a canvas) and the stubs it chose; both are cached for the calls until the next change.
+    Past the mild levels its list is sent as it is. On failure the cache stays as it was.
     """
-    t0 = time.monotonic()
-    deadline = target.settings.offload_request_timeout_s
-    limit = offload.budget(target, view)
-    size = offload.estimate_messages(messages) + tools_tokens
-    sent = messages
-    ok = True
-    if prompt or size >= limit * offload.MILD_RATIO:
-        answer = offload.assemble(
-            target, messages, limit, deadline, system_tokens=tools_tokens, prompt=prompt
-        )
-        ok = answer is not None
-        if answer is not None:
-            with view.lock:
-                offload.learn(view, messages, answer)
-                if view.pending_prompt == prompt:
-                    view.pending_prompt = ""
-            if answer.get("level") in LEVELS_THAT_REPLACE:
-                sent = answer["messages"]  # past the mild levels: the gateway's list this call
-    left = deadline - (time.monotonic() - t0)
-    max_chars = min(offload.CANVAS_MAX_CHARS, int(limit * 0.05 * 3))
-    answered, block = offload.fetch_canvas(target, left, max_chars) if left > 0.02 else (False, "")
+    answer = offload.assemble(
+        target,
+        messages,
+        offload.budget(target, view),
+        target.settings.offload_request_timeout_s,
+        system_tokens=tools_tokens,
+        prompt=prompt,
+    )
     with view.lock:
-        if answered and block:
-            view.canvas_block = block
-        # No active canvas (a new task before its first step): the last one stays shown.
         view.refreshes += 1
-        view.dirty = not (ok and answered)
-    return sent
+        if answer is None:
+            view.gateway_tokens = 0  # unknown again: the engine falls back to its estimate
+            return messages
+        offload.learn(view, messages, answer)
+        view.dirty = False
+        if view.pending_prompt == prompt:
+            view.pending_prompt = ""
+    if answer.get("level") in LEVELS_THAT_REPLACE:
+        return answer["messages"]  # past the mild levels: the gateway's list for this call
+    return messages
 
 
 # -- pre_llm_call --------------------------------------------------------------------------------

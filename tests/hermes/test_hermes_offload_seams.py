@@ -709,3 +709,59 @@ def test_hermes_memory_setup_shows_and_sets_the_offload_switch(home: HermesHome)
     cfg = yaml.safe_load((home.root / "config.yaml").read_text("utf-8"))
     assert (cfg.get("context") or {}).get("engine", "compressor") == "compressor"
     assert json.loads((home.root / "memory_tencentdb.json").read_text("utf-8"))["offload"] is False
+
+
+def test_install_offload_switch_is_idempotent_and_restores_the_previous_engine(tmp_path):
+    import yaml
+
+    if not (REPO / ".venv" / "bin" / "memory-tencentdb").exists():
+        pytest.skip("the gateway venv (.venv) is missing; run `make install`")
+    hermes_home = tmp_path / ".hermes"
+    hermes_home.mkdir()
+    config = hermes_home / "config.yaml"
+    config.write_text(
+        "# mine\nmodel:\n  default: m   # keep me\ncontext:\n  engine: lcm\n  keep: 3\n", "utf-8"
+    )
+
+    def run(*args: str) -> str:
+        env = clean_env()
+        env["HOME"] = str(tmp_path)
+        r = subprocess.run(
+            ["bash", str(REPO / "scripts" / "install-hermes.sh"), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    def state() -> tuple[dict, dict]:
+        saved = json.loads((hermes_home / "memory_tencentdb.json").read_text("utf-8"))
+        return yaml.safe_load(config.read_text("utf-8")), saved
+
+    run("--offload")
+    cfg, saved = state()
+    assert cfg["context"] == {"engine": "memory_tencentdb", "keep": 3}
+    assert saved == {"offload": True, "offload_previous_engine": "lcm"}
+    assert "# keep me" in config.read_text("utf-8")
+    before = config.read_text("utf-8")
+    assert "already 'memory_tencentdb'" in run("--offload")  # idempotent
+    assert config.read_text("utf-8") == before
+    assert state()[1] == saved
+
+    run("--no-offload")
+    cfg, saved = state()
+    assert cfg["context"] == {"engine": "lcm", "keep": 3}
+    assert saved == {"offload": False}
+    run("--no-offload")
+    assert state() == (cfg, saved)
+
+    # No engine before: --offload adds one, --uninstall takes it away again.
+    config.write_text("model:\n  default: m\n", "utf-8")
+    run("--offload")
+    assert state()[0]["context"] == {"engine": "memory_tencentdb"}
+    run("--uninstall")
+    cfg, saved = state()
+    assert "context" not in cfg and saved["offload"] is False
+    assert cfg["memory"]["provider"] == ""

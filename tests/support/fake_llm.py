@@ -15,6 +15,10 @@ A reply is a dict:
 
 Streaming (``"stream": true``) is answered with server-sent events, as real servers do.
 
+A test that must answer from what the request holds (a tool-using agent that reads a stub's id
+back, say) replaces ``fake.respond(body)``; tests/support/tool_agent.py does. ``fake.usage`` (a
+function of the request body) sets the reported ``usage`` (default: a constant 10/5/15).
+
 Run standalone (for Node tests): ``python tests/support/fake_llm.py --port 0 --script FILE``
 prints ``PORT <n>`` on stdout; ``FILE`` is a JSON list of replies, reread on each request.
 """
@@ -28,6 +32,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -44,6 +49,8 @@ class FakeLLM:
         self._script_used = 0
         # Set to an HTTP status to make /embeddings fail (an embedding service outage).
         self.embedding_failure: int | None = None
+        # request body -> usage dict reported back (hosts compact on the prompt tokens they see).
+        self.usage: Callable[[dict[str, Any]], dict[str, int]] | None = None
         self._lock = threading.Lock()
         handler = _make_handler(self)
         self.server = ThreadingHTTPServer((host, port), handler)
@@ -93,6 +100,15 @@ class FakeLLM:
             if self.replies:
                 return self.replies.popleft()
         return {"content": self.default_reply}
+
+    def respond(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The reply to one chat request; replaced by responders that read the request."""
+        return self.next_reply()
+
+    def usage_for(self, body: dict[str, Any]) -> dict[str, int]:
+        if self.usage is not None:
+            return self.usage(body)
+        return {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
     def chat_requests(self) -> list[dict[str, Any]]:
         return [r for r in self.requests if r.get("_path", "").endswith("/chat/completions")]
@@ -153,7 +169,7 @@ def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, b'{"error":{"message":"not found"}}')
                 return
-            reply = fake.next_reply()
+            reply = fake.respond(body)
             if reply.get("delay"):
                 time.sleep(float(reply["delay"]))
             if "status" in reply:
@@ -167,7 +183,9 @@ def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
             if body.get("stream"):
                 self._stream(body, reply)
             else:
-                self._send(200, json.dumps(_completion(body, reply)).encode())
+                out = _completion(body, reply)
+                out["usage"] = fake.usage_for(body)
+                self._send(200, json.dumps(out).encode())
 
         def _embeddings(self, body: dict[str, Any]) -> None:
             if fake.embedding_failure:
@@ -216,7 +234,7 @@ def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 for i in range(0, len(text), step):
                     chunk({"content": text[i : i + step]})
                 chunk({}, "stop")
-            usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+            usage = fake.usage_for(body)
             final = {
                 "id": cid,
                 "object": "chat.completion.chunk",

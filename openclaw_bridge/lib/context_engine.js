@@ -112,7 +112,7 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
 
   async function assemble(params) {
     const messages = Array.isArray(params?.messages) ? params.messages : [];
-    const unchanged = { messages, estimatedTokens: estimateTokens(messages) };
+    const unchanged = passThrough(messages);
     const sessionKey = offloadSessionKey(params?.sessionKey, params?.sessionId);
     activity.assembled(sessionKey);
     if (!config.offload.enabled || !sessionKey) return unchanged;
@@ -163,7 +163,7 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
     // only module state (the link, the activity), of which dispose tears down nothing.
     return {
       info,
-      assemble: guard("assemble", assemble, (p) => ({ messages: Array.isArray(p?.messages) ? p.messages : [], estimatedTokens: estimateTokens(p?.messages) }), warn),
+      assemble: guard("assemble", assemble, (p) => passThrough(Array.isArray(p?.messages) ? p.messages : []), warn),
       commitTurn: guard(
         "commitTurn",
         async (p) => ({ status: activity.commit(p?.advancementKey, offloadSessionKey(p?.sessionKey, p?.sessionId)) }),
@@ -179,6 +179,16 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
       dispose: async () => {},
     };
   };
+}
+
+/**
+ * The host's messages as they are, when the gateway did not assemble them (offload off, gateway
+ * down, a bad answer). `ownsCompaction` makes OpenClaw skip its own overflow check before the
+ * prompt; "preassembly_may_overflow" keeps that check on for such a call, so a long session
+ * whose gateway is down is still compacted (through compact(), by the runtime) in time.
+ */
+function passThrough(messages) {
+  return { messages, estimatedTokens: estimateTokens(messages), promptAuthority: "preassembly_may_overflow" };
 }
 
 /** The runtime's compaction (openclaw/plugin-sdk/core), loaded on first use; null if absent. */

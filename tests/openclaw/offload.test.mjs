@@ -104,6 +104,7 @@ test("offload off (default): the engine is a pass-through, no middleware, no rea
   const out = await engine.assemble(event);
   assert.equal(out.messages, event.messages, "the very same list");
   assert.ok(out.estimatedTokens > 0);
+  assert.equal(out.promptAuthority, "preassembly_may_overflow", "OpenClaw's own overflow check stays on");
   assert.equal(out.systemPromptAddition, undefined);
   assert.deepEqual(stub.paths(), []);
   assert.deepEqual(api.warnings(), []);
@@ -295,6 +296,7 @@ test("engine assemble: the gateway's messages, tokens and guide; the request car
   assert.equal(out.messages.filter((m) => m.content?.[0]?.text === CANVAS).length, 1);
   assert.equal(out.estimatedTokens, 1234);
   assert.equal(out.systemPromptAddition, GUIDE);
+  assert.equal(out.promptAuthority, undefined, "an assembled list is within the budget: ours to judge");
 });
 
 test("engine assemble: our earlier canvas is removed before the gateway adds one; one canvas per call", async () => {
@@ -383,6 +385,7 @@ test("engine assemble degrade: down, slow, 500, malformed: the input messages, u
     const before = structuredClone(event.messages);
     const { ms, value } = await timed(() => engineOf(api).assemble(event));
     assert.equal(value.messages, event.messages, JSON.stringify(plan()).slice(0, 60));
+    assert.equal(value.promptAuthority, "preassembly_may_overflow");
     assert.deepEqual(event.messages, before);
     assert.equal(value.systemPromptAddition, undefined);
     assert.ok(ms < 1400, `took ${ms} ms`);

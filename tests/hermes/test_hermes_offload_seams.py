@@ -213,16 +213,23 @@ def test_one_canvas_before_the_prompt_cached_until_something_changes(gateway, se
 
 def test_stubs_chosen_by_the_gateway_are_reapplied_on_every_call(gateway, session):
     """Results kept at the source are stubbed once the context passes the mild level."""
+    from memory_tencentdb.offload.tokens import TokenCounter
+
     target = offload.route_for(session)
     view = offload.view_for(session)
-    view.context_length = 4000  # small window: 20 kept results pass half of it
     calls = []
     for i in range(20):
         text = f"result {i}: " + " ".join(f"value_{i}_{j} 数值{j}" for j in range(60))
         assert run_tool(session, f"call_m{i}", text) == text  # kept at the source
         calls.append((f"call_m{i}", text))
+    counter = TokenCounter()
+    counter.load()
+    size = sum(counter.count(text) + 30 for _, text in calls)
+    # A window the request fills to ~65 %: past the mild level, short of folding turns.
+    view.context_length = int(size / 0.65)
     out = llm_request(session, request_for("summarise the values / 总结", calls))
     sent = out["request"]["messages"]
+    assert len([m for m in sent if m.get("role") == "tool"]) == 20  # nothing folded
     stubbed = [m for m in sent if m.get("role") == "tool" and m["content"].startswith("[Offload")]
     assert stubbed, "the gateway stubbed nothing past the mild level"
     assert set(view.stubs) >= {m["tool_call_id"] for m in stubbed}
@@ -232,7 +239,7 @@ def test_stubs_chosen_by_the_gateway_are_reapplied_on_every_call(gateway, sessio
     assert [m for m in again["request"]["messages"] if m.get("role") == "tool"] == [
         m for m in sent if m.get("role") == "tool"
     ]
-    assert offload.budget(target, view) == 4000
+    assert offload.budget(target, view) == view.context_length
 
 
 def test_other_api_modes_and_failures_leave_the_request_unchanged(tmp_path):

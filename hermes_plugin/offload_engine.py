@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from . import offload
@@ -55,6 +56,7 @@ log = logging.getLogger("hermes_memory_tencentdb")
 ENGINE_NAME = "memory_tencentdb"
 FOLDABLE_SHARE = 0.1  # the messages (beyond system prompt and tools) must hold this much
 REGROW_SHARE = 0.05  # after a compaction, the next waits until the context grew this much
+FORCE_LEVEL = 0.9  # `/compress`: the share of the budget the list is made to fill
 
 
 def _profile() -> str:
@@ -199,19 +201,30 @@ class OffloadEngine(ContextEngine):
         with view.lock:
             prompt = view.pending_prompt
             overhead = view.overhead_tokens
-        if force:  # /compress: fold down to the aggressive level even below the threshold
-            size = offload.estimate_messages(messages) + overhead
-            limit = max(offload.BUDGET_FLOOR, min(limit, int(size * 0.9 / offload.COMPRESS_RATIO)))
+        t0 = time.monotonic()
+        deadline = target.settings.offload_compress_timeout_s
         answer = offload.assemble(
-            target,
-            messages,
-            limit,
-            target.settings.offload_compress_timeout_s,
-            system_tokens=overhead,
-            prompt=prompt,
+            target, messages, limit, deadline, system_tokens=overhead, prompt=prompt
         )
         if answer is None:
             return None
+        for _ in range(3 if force else 1):
+            # `/compress` below the threshold (or a pass the gateway would make a no-op): a
+            # budget that the list fills to 90 % after the gateway's stubs (its own count), so
+            # older turns really fold. The gateway stubs first and folds only what is still
+            # over, hence up to three steps.
+            level = answer.get("level")
+            if level in ("aggressive", "emergency") or (not force and level != "none"):
+                break
+            size = answer.get("estimated_tokens")
+            left = deadline - (time.monotonic() - t0)
+            if not isinstance(size, int | float) or left < 0.5:
+                break
+            tighter = max(256, int(size / FORCE_LEVEL))
+            again = offload.assemble(target, messages, tighter, left, system_tokens=overhead)
+            if again is None:
+                break
+            answer = again
         result = answer["messages"]
         users = [m for m in result if m.get("role") == "user" and not offload.is_canvas(m)]
         if users:

@@ -394,6 +394,29 @@ def test_engine_compacts_through_the_gateway_within_budget(gateway, session):
     assert not engine.should_compress(0)
 
 
+def test_engine_manual_compress_folds_below_the_threshold_and_never_repeats_for_nothing(
+    gateway, session
+):
+    engine = engine_for(session, 100_000)
+    history = long_history(12)  # far below 85 % of 100k
+    assert not engine.should_compress(0)
+    out = engine.compress(history, force=True)  # `/compress`: fold anyway
+    assert out is not history and len(out) < len(history)
+    assert out[-1] == history[-1]
+    view = offload.view_for(session)
+    # What the compaction reached is the floor: no second pass until the context grew.
+    view.gateway_tokens = int(100_000 * 0.86)
+    view.compress_floor = view.gateway_tokens - 100
+    view.overhead_tokens = 0
+    assert not engine.should_compress(0)
+    view.added_tokens = 6000  # grown by 6 % of the budget
+    assert engine.should_compress(0)
+    # Nothing to fold (system prompt and tools fill the budget): never.
+    view.compress_floor = 0
+    view.overhead_tokens = view.gateway_tokens
+    assert not engine.should_compress(0)
+
+
 def test_engine_returns_its_input_when_the_gateway_is_down_or_too_slow(gateway, tmp_path):
     history = long_history(12)
     sid = f"hermes-{uuid.uuid4().hex[:10]}"

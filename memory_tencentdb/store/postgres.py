@@ -137,6 +137,10 @@ class PostgresStore(Store):
         self._index_lock = threading.Lock()
         self._row_listeners: list[Any] = []
         self.writer = self._connect()
+        # Vectors (canonical rows and the HNSW tables) are written on a connection of their
+        # own: an HNSW insert costs milliseconds and must not hold captures behind the writer.
+        self._vec_lock = threading.Lock()
+        self._vec_conn: _Conn | None = None
         try:
             migrate(self.writer.raw)
         except psycopg.Error as e:
@@ -163,6 +167,10 @@ class PostgresStore(Store):
         except psycopg.Error as e:
             # The message names host and database, never the password.
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {e}".strip()) from None
+        # The JSONL journal (fsync'ed first) is the durable copy and the start-up check indexes
+        # what the database lacks, so a commit need not wait for PostgreSQL's own WAL flush
+        # (as SQLite runs with synchronous=NORMAL): measured in bench/RESULTS.md.
+        raw.execute("SET synchronous_commit = off")
         raw.execute("SET hnsw.iterative_scan = relaxed_order")
         raw.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
         return _Conn(raw)
@@ -189,6 +197,15 @@ class PostgresStore(Store):
         if not self.writer.usable:  # the server restarted: start again on a new connection
             self.writer = self._connect()
         self.writer.execute("BEGIN")
+
+    def _vector_transaction(self, fn: Any) -> Any:
+        with self._vec_lock:
+            if self._vec_conn is None or not self._vec_conn.usable:
+                self._vec_conn = self._connect()
+                with self._readers_lock:
+                    self._readers.append(self._vec_conn)
+            with self._vec_conn.raw.transaction():
+                return fn(self._vec_conn)
 
     def _journal_id(self) -> str:
         """This data directory's name for its journal bookkeeping in the shared ``meta``."""
@@ -371,7 +388,7 @@ class PostgresStore(Store):
     def save_vectors(self, layer: str, model: str, items: list[tuple[int, str, str, Any]]) -> None:
         if not items:
             return
-        self._transaction(
+        self._vector_transaction(
             lambda conn: conn.executemany(
                 "INSERT INTO vectors (model, layer, text_hash, dim, vector)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -393,13 +410,22 @@ class PostgresStore(Store):
             if key in self._indexes:
                 return self._indexes[key]
             index = PgVectorIndex(
-                self._transaction, self.reader, pg_vector_table(layer, model), dim
+                self._vector_transaction,
+                self.reader,
+                pg_vector_table(layer, model),
+                dim,
+                layer,
+                model,
             )
             expected = self._count_with_vectors(layer, model)
             if len(index) < expected:
                 log.info("filling %s (%d of %d rows)", index.table, len(index), expected)
                 for batch in self._vectors_of(layer, model, dim):
                     index.add(batch)
+            # Fresh statistics (a bulk load leaves none until autovacuum comes): without them
+            # the planner sorted a whole 10k scope by distance (87 ms) instead of walking the
+            # HNSW graph (1 ms), and read all of ``vectors`` for 60 rows' bytes (65-95 ms).
+            self._vector_transaction(lambda conn: conn.execute(f"ANALYZE {index.table}, vectors"))
             self._indexes[key] = index
             return index
 

@@ -208,13 +208,13 @@ class OffloadEngine(ContextEngine):
         )
         if answer is None:
             return None
-        for _ in range(3 if force else 1):
-            # `/compress` below the threshold (or a pass the gateway would make a no-op): a
-            # budget that the list fills to 90 % after the gateway's stubs (its own count), so
-            # older turns really fold. The gateway stubs first and folds only what is still
-            # over, hence up to three steps.
-            level = answer.get("level")
-            if level in ("aggressive", "emergency") or (not force and level != "none"):
+        for _ in range(3 if force else 2):
+            # A compaction folds older turns, or it is not worth Hermes's transcript rewrite:
+            # when the gateway only stubbed (its count after stubs is below its threshold, or
+            # this is `/compress` below it), a budget that the list fills to 90 % after the
+            # gateway's stubs (its own count) makes it fold. It stubs first and folds only what
+            # is still over, hence a few steps, all within the deadline.
+            if answer.get("level") in ("aggressive", "emergency"):
                 break
             size = answer.get("estimated_tokens")
             left = deadline - (time.monotonic() - t0)

@@ -134,7 +134,7 @@ function setupOffload(api, config, link, scopeOf) {
   const out = { canvas: undefined, canvasBudgetMs: 0, readTool: undefined };
   if (typeof api.registerContextEngine === "function") {
     try {
-      const factory = createContextEngineFactory({ pluginId: PLUGIN_ID, version: VERSION, config, link, warn, scopeOf, activity, delegateCompaction });
+      const factory = createContextEngineFactory({ pluginId: PLUGIN_ID, version: VERSION, config, link, warn, say, scopeOf, activity, delegateCompaction });
       api.registerContextEngine(PLUGIN_ID, factory);
     } catch (error) {
       say("warn", `context engine not registered: ${error?.message ?? error}`);

@@ -101,7 +101,7 @@ export class EngineActivity {
 }
 
 /** The engine's factory for api.registerContextEngine(PLUGIN_ID, factory). */
-export function createContextEngineFactory({ pluginId, version, config, link, warn, scopeOf = (agentId) => agentId, activity, delegateCompaction }) {
+export function createContextEngineFactory({ pluginId, version, config, link, warn, say = () => {}, scopeOf = (agentId) => agentId, activity, delegateCompaction }) {
   const info = Object.freeze({
     id: pluginId,
     name: "memory-tencentdb context offload",
@@ -155,7 +155,9 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
     // land here and are handed back to the runtime's compaction, which really compacts.
     const delegate = await delegateCompaction();
     if (!delegate) return { ok: false, compacted: false, reason: "memory-tencentdb: the runtime's compaction is not available" };
-    return delegate(params);
+    const result = await delegate(params);
+    say("info", `compaction of ${params?.sessionKey ?? params?.sessionId ?? "a session"} handed to OpenClaw's runtime: ${result?.compacted ? "compacted" : `not compacted (${result?.reason ?? "no reason given"})`}`);
+    return result;
   }
 
   return function factory() {

@@ -40,6 +40,11 @@ def resolve_scope(scope: str | None, user_id: str | None) -> str:
     return "default"
 
 
+# A query waits for a scope's new memories' vectors only when there are at most this many (one
+# or two hands-on writes, not a bulk import: 128 rows embed in well under a second).
+EMBED_WAIT_MAX_ROWS = 128
+
+
 def index_backends() -> dict[str, str]:
     """Which vector index serves each layer (see ``store/vector_index.py`` for why)."""
     return {
@@ -165,6 +170,28 @@ class Engine:
         )
         return waited
 
+    def _await_embedded(self, scope: str, budget_s: float) -> float:
+        """Wait (within ``budget_s``) for the scope's directly written memories to get their
+        vectors, so a memory written a moment ago is recalled by meaning, not only by its
+        words. Skipped for a bulk load (more than ``EMBED_WAIT_MAX_ROWS`` pending): then those
+        rows are keyword-only until the background loop reaches them. Returns seconds waited."""
+        pending = self.vectorizer.expected(scope)
+        if not pending or pending > EMBED_WAIT_MAX_ROWS or budget_s <= 0:
+            return 0.0
+        if self.settings.memory.recall.strategy == "keyword":
+            return 0.0
+        started = time.monotonic()
+        done = self.vectorizer.wait_embedded(scope, budget_s)
+        waited = time.monotonic() - started
+        if not done:
+            log.info(
+                "query for %s waited %.2fs for %d new memories' vectors; answered without them",
+                scope,
+                waited,
+                pending,
+            )
+        return waited
+
     def _query_budget(self) -> float:
         """Seconds a query may wait for models before retrieval, leaving time for retrieval."""
         total = self.settings.memory.recall.timeout_ms / 1000
@@ -182,6 +209,10 @@ class Engine:
         waited += self._await_fresh(
             scope, min(cfg.extraction_wait_ms / 1000, self._query_budget() - waited)
         )
+        for name in (scope, *team_scopes):
+            waited += self._await_embedded(
+                name, min(cfg.extraction_wait_ms / 1000, self._query_budget() - waited)
+            )
         if waited:
             left_ms = max(1, int(cfg.timeout_ms - waited * 1000))
             cfg = cfg.model_copy(update={"timeout_ms": left_ms})
@@ -197,7 +228,15 @@ class Engine:
         )
 
     def search_memories(self, query: str, scope: str, limit: int, **filters: Any) -> dict[str, Any]:
-        self._await_semantic(self._query_budget())
+        waited = self._await_semantic(self._query_budget())
+        for name in (scope, *(filters.get("team_scopes") or ())):
+            waited += self._await_embedded(
+                name,
+                min(
+                    self.settings.memory.recall.extraction_wait_ms / 1000,
+                    self._query_budget() - waited,
+                ),
+            )
         return recall_service.fair_share(
             query,
             search_service.search_memories,

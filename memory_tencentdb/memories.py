@@ -1,8 +1,10 @@
 """Direct L1 writes (``POST /memories``) and the trace of one memory back to its evidence.
 
 Hosts mirror their own memory writes here (Hermes's ``on_memory_write``), tests and seeding use
-it. A direct write is embedded on the request's thread so that it is recallable semantically the
-moment the call returns; if that fails the background loop picks it up.
+it. A direct write is durable (the journal line fsync'ed) and keyword-searchable when the call
+returns; its vectors come from the background loop within moments (embedding both models on the
+request's thread cost ~250 ms a write). A recall of the scope meanwhile waits briefly for them
+(``Engine._await_embedded``), so "write, then ask" still finds it by meaning.
 """
 
 from __future__ import annotations
@@ -47,8 +49,7 @@ def write_memory(
         "origin": origin,
     }
     rowid = store.write_memory(record)
-    row = store.l1_rows([rowid])[rowid]
-    vectorizer.embed_now("l1", [(rowid, row["scope"], row["text_hash"], row["content"])])
+    vectorizer.expect(scope, [rowid])
     return record
 
 

@@ -242,6 +242,15 @@ def retrieve(
     cover = coverage(store, layer, terms, [r for r, _ in keyword])
     weight = KEYWORD_WEIGHT.get(layer, 1.0)
     fused = fuse(keyword, cover, rankings, weight)
+    # A keyword hit the models have not embedded yet (written a moment ago, its vectors still
+    # being computed) is not evidence against it: impute the models' vote in proportion to the
+    # keyword's own, so a fresh memory is keyword-searchable at once in hybrid too.
+    waiting = vectorizer.unembedded(layer, [r for r, _ in keyword])
+    if waiting:
+        fused = sorted(
+            ((r, f * (1.0 + 1.0 / weight) if r in waiting else f) for r, f in fused),
+            key=lambda kv: (-kv[1], kv[0]),
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: rows not measured
         rel, rel_best = relevance(store, vectorizer, layer, scope, qvecs, [r for r, _ in fused])

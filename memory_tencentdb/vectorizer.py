@@ -2,9 +2,11 @@
 
 Loading the models takes seconds, so it happens on a thread after the gateway is already
 answering; until then recall is keyword-only and ``/health`` says ``embedding.state=loading``.
-Captured rows are written without vectors (capture must stay fast) and this worker fills them
-in. The same loop backfills after a reindex or a model change: any active row without a vector
-for a configured model gets one, and vectors of other models are kept, never dropped.
+Captured rows and direct memory writes are stored without vectors (both must stay fast) and
+this worker fills them in, L1 before L0; a recall may wait briefly for its scope's just-written
+memories (``expect`` / ``wait_embedded``). The same loop backfills after a reindex or a model
+change: any active row without a vector for a configured model gets one, and vectors of other
+models are kept, never dropped.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 from memory_tencentdb.embedding import EmbeddingError, load_embedders
 from memory_tencentdb.store.db import Store
-from memory_tencentdb.text.embedding_text import for_embedding
+from memory_tencentdb.text.embedding_text import for_embedding, l0_text
 from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
 
 log = logging.getLogger("memory_tencentdb.embedding")
@@ -51,6 +53,12 @@ class Vectorizer:
         self._cursor: dict[tuple[str, str], int] = {}
         self._scanned: set[tuple[str, str]] = set()
         self._queued: dict[tuple[str, str], set[int]] = {}
+        # Rows taken off ``_queued`` whose vectors are being computed right now.
+        self._inflight: dict[str, set[int]] = {"l1": set(), "l0": set()}
+        # Per scope: L1 rows written directly (POST /memories) that some model has not embedded
+        # yet; a recall of that scope can wait for them. Pruned against the store after each pass.
+        self._expected: dict[str, set[int]] = {}
+        self._expected_cond = threading.Condition()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._loaded = threading.Event()  # set once the models loaded (or failed to)
@@ -167,7 +175,8 @@ class Vectorizer:
                     queued.update(rowids)
 
     def _fill_once(self) -> bool:
-        """Embed one batch per (model, layer) that needs it; L1 first (it is what recall uses).
+        """Embed one batch per (model, layer) that needs it; L1 of every model first (it is what
+        recall uses, and what a recall may be waiting for), then L0.
 
         First a resumable scan of everything stored (a restart, a reindex or a new model leaves
         rows without vectors), then only the rows reported written since: the table is never
@@ -175,8 +184,8 @@ class Vectorizer:
         """
         worked = False
         pending = 0
-        for emb in self.embedders:
-            for layer in ("l1", "l0"):
+        for layer in ("l1", "l0"):
+            for emb in self.embedders:
                 key = (emb.model_id, layer)
                 if key not in self._scanned:
                     rows = self.store.missing_vectors(
@@ -191,15 +200,115 @@ class Vectorizer:
                         queued = self._queued[key]
                         take = sorted(queued)[:BATCH]
                         queued.difference_update(take)
-                    rows = self.store.missing_vectors(layer, emb.model_id, BATCH, rowids=take)
-                    worked = worked or bool(take)
+                        self._inflight[layer].update(take)
+                    try:
+                        rows = self.store.missing_vectors(layer, emb.model_id, BATCH, rowids=take)
+                        worked = worked or bool(take)
+                        # A row whose text some other row already has (the same memory in two
+                        # scopes, a repeated "ok") has its vector stored but is not in the
+                        # index yet: embed it again so it is found in its own scope.
+                        found = {r[0] for r in rows}
+                        rows += self._rows_of(layer, [r for r in take if r not in found])
+                        if rows:
+                            pending += len(rows)
+                            self._embed_rows(emb, layer, rows)
+                    except BaseException:
+                        with self._idle_lock:  # not lost: the next pass takes them again
+                            queued.update(take)
+                        raise
+                    finally:
+                        with self._idle_lock:
+                            self._inflight[layer].difference_update(take)
+                    continue
                 if not rows:
                     continue
                 pending += len(rows)
                 self._embed_rows(emb, layer, rows)
                 worked = True
+            if layer == "l1":
+                self._prune_expected()
         self.pending = pending
         return worked
+
+    # ------------------------------------------------------------------ direct writes
+
+    def unembedded(self, layer: str, rowids: list[int]) -> set[int]:
+        """Those of ``rowids`` written since the models loaded that some model has not embedded
+        yet (in memory, no query): retrieval must not rank them as if the models had judged
+        them."""
+        if self.state != "ready" or not rowids:
+            return set()
+        with self._idle_lock:
+            sets = [self._inflight.get(layer, set())]
+            sets += [q for key, q in self._queued.items() if key[1] == layer]
+            return {r for r in rowids if any(r in s for s in sets)}
+
+    def expect(self, scope: str, rowids: list[int]) -> None:
+        """L1 rows just written for ``scope`` (stored, keyword-searchable, no vector yet): wake
+        the loop and let recalls of ``scope`` wait for them (``wait_embedded``)."""
+        if self.state in ("loading", "ready") and rowids:
+            with self._expected_cond:
+                self._expected.setdefault(scope, set()).update(rowids)
+        self.notify()
+
+    def expected(self, scope: str) -> int:
+        """How many directly written L1 rows of ``scope`` still lack a vector of some model."""
+        with self._expected_cond:
+            return len(self._expected.get(scope, ()))
+
+    def wait_embedded(self, scope: str, timeout: float) -> bool:
+        """Block until ``scope``'s expected rows have every model's vector (True), at most
+        ``timeout`` seconds (False: they stay keyword-only until the loop gets to them)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._expected_cond:
+            while self._expected.get(scope):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.state not in ("loading", "ready"):
+                    return False
+                self._expected_cond.wait(left)
+        return True
+
+    def _prune_expected(self) -> None:
+        """Drop expected rows that now have a vector in every model (asked of the store, so a
+        row whose text was already embedded, or one the start-up scan took, counts too)."""
+        with self._expected_cond:
+            snapshot = {scope: sorted(ids) for scope, ids in self._expected.items() if ids}
+        if not snapshot:
+            return
+        still: dict[str, set[int]] = {}
+        for scope, ids in snapshot.items():
+            missing: set[int] = set()
+            for emb in self.embedders:
+                for start in range(0, len(ids), 500):
+                    part = ids[start : start + 500]
+                    rows = self.store.missing_vectors("l1", emb.model_id, len(part), rowids=part)
+                    missing.update(r[0] for r in rows)
+            still[scope] = missing
+        with self._expected_cond:
+            for scope, ids in snapshot.items():
+                current = self._expected.get(scope, set())
+                # Rows added meanwhile stay; of the ones looked at, only the missing stay.
+                current.difference_update(set(ids) - still[scope])
+                if not current:
+                    self._expected.pop(scope, None)
+            self._expected_cond.notify_all()
+
+    def _rows_of(self, layer: str, rowids: list[int]) -> list[tuple[int, str, str, str]]:
+        """``(rowid, scope, text_hash, indexed text)`` of the live rows among ``rowids``."""
+        if not rowids:
+            return []
+        if layer == "l1":
+            found = self.store.l1_rows(rowids)
+            return [
+                (r, row["scope"], row["text_hash"], row["content"])
+                for r, row in found.items()
+                if row["status"] == "active"
+            ]
+        found = self.store.l0_rows(rowids)
+        return [
+            (r, row["scope"], row["text_hash"], l0_text(row["content"], row.get("speaker") or ""))
+            for r, row in found.items()
+        ]
 
     def _embed_rows(self, emb: Any, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
         vecs = emb.embed([for_embedding(layer, text) for _, _, _, text in rows])

@@ -125,8 +125,9 @@ def _llm_request(kw: dict[str, Any]) -> dict[str, Any] | None:
                 view.refreshing = False
     with view.lock:
         new = offload.apply(view, sent)
-        view.request_tokens = offload.estimate_messages(new) + tools_tokens
-        view.added_tokens = 0
+        if not view.gateway_tokens:  # the engine's fallback when the gateway gave no count
+            view.request_tokens = offload.estimate_messages(new) + tools_tokens
+            view.added_tokens = 0
     if len(new) == len(messages) and all(a is b for a, b in zip(new, messages, strict=True)):
         return None
     return {"request": {**request, "messages": new}, "source": PLUGIN_NAME}

@@ -97,15 +97,19 @@ def _recall_at_5(recalled) -> tuple[float, dict[str, str]]:
 
 
 # This set is harder than the issue's measure: most queries need an inference step (a need ->
-# a constraint), not a paraphrase. The issue's 80% bar is asserted on the paraphrase set in
-# test_recall_paraphrase.py (measured 0.875). Here the best principled method measured 0.781
-# (bench/results/recall_quality.md), so the bar is tracked as a strict expected failure (it
-# turns red the day it passes, so the marker gets removed) and a floor guards the level reached.
+# a constraint), not a paraphrase. Issue 12 asks R@5 >= 0.85 of both paraphrase sets; the
+# other one passes it (test_recall_paraphrase.py). Here /recall measured 0.797 (51 of 64; the
+# models' own rankings cap it, bench/results/recall_gateway.md), so the issue's bar is tracked
+# as a strict expected failure: 0.85 needs 4 more pairs, so it cannot flip on one pair's noise
+# (an 0.80 bar did, at 51 vs 52 of 64), and it turns red the day the bar is reached, so the
+# marker gets removed. A floor guards the level reached.
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="inference pairs: 0.781 measured, 0.80 not reached yet")
+@pytest.mark.xfail(
+    strict=True, reason="inference pairs: 0.797 measured, the issue's 0.85 not reached"
+)
 def test_inference_pairs_reach_the_issue_bar(recalled):
     r5, misses = _recall_at_5(recalled)
-    assert r5 >= 0.8, f"R@5 {r5:.3f}; missed: " + json.dumps(misses, ensure_ascii=False, indent=1)
+    assert r5 >= 0.85, f"R@5 {r5:.3f}; missed: " + json.dumps(misses, ensure_ascii=False, indent=1)
 
 
 @pytest.mark.slow

@@ -72,8 +72,10 @@ KIND_PRIORITY = {
 
 # ----------------------------------------------------------------------------- splitting
 
+# A list number ("1.", "②", "(3)") starts an item only when text follows it: "My new phone is a
+# Pixel 9." ends with a number, not with an empty list item.
 _ENUM = re.compile(
-    r"(?:(?<=^)|(?<=[\s：:;；，,。]))(?:\d{1,2}[.)、．](?!\d)|[①-⑩]|[（(]\d{1,2}[)）])\s*"
+    r"(?:(?<=^)|(?<=[\s：:;；，,。]))(?:\d{1,2}[.)、．](?!\d)|[①-⑩]|[（(]\d{1,2}[)）])\s*(?=\S)"
 )
 _BULLET = re.compile(r"^\s*(?:[-*•·]|\d{1,2}[.)、．](?!\d))\s+")
 _SENTENCE_EN = re.compile(r"(?<=[.!?;])\s+")
@@ -323,6 +325,43 @@ _EN_ONE_OFF_REQUEST = re.compile(
 )
 
 
+# A sentence that opens with a place/time/topic phrase before its first-person subject ("On
+# weekends I usually hike", "Coffee-wise, I only take it black"): classified on what follows
+# the phrase, kept whole. Not for a passing moment ("This morning I ...", "Right now I ...").
+_EN_FRONTED = re.compile(
+    r"^(?:(?:on|in|at|during|after|before|every|each|most|for|around|over)\b[^,.;!?]{2,40}?|"
+    r"[\w-]+-wise|as for [^,.;!?]{2,30}?|when it comes to [^,.;!?]{2,40}?|"
+    r"as far as [^,.;!?]{2,30}? (?:goes|go|is concerned))\s*,?\s+"
+    r"(?=(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b)",
+    re.IGNORECASE,
+)
+_EN_PASSING = re.compile(
+    r"\b(?:today|tonight|now|moment|this|last|yesterday|just|meantime|meanwhile|end)\b", re.I
+)
+# "When you write code for me, use type hints": a condition on the assistant's work makes the
+# imperative that follows a standing rule.
+_EN_CONDITIONAL_RULE = re.compile(
+    r"^(?:when(?:ever)?|if|each time|every time|any ?time)\b(?=[^,]*\b(?:you|me|i|my)\b)"
+    r"(?![^,]*\b(?:was|were|did|had|get a chance|have time|can|could)\b)"
+    r"(?=[^,]*\b(?:writ\w*|answer\w*|repl\w*|respond\w*|explain\w*|cod(?:e|ing)|summar\w*|"
+    r"translat\w*|review\w*|suggest\w*|recommend\w*|format\w*|draft\w*|generat\w*|ask\w*|"
+    r"show\w*|giv\w*|talk\w*|email\w*|messag\w*|commit\w*|help\w*)\b)"
+    r"[^,]{3,80},\s*(?P<rest>.+)$",
+    re.IGNORECASE,
+)
+_EN_POLITE_RULE = re.compile(
+    r"^i(?:'d| would) (?:prefer|rather|appreciate it|like it|love it)(?: it)?(?: if| that)? you\b|"
+    r"^no [\w -]{2,30}? (?:in|on|for) (?:your|the|any|my) (?:replies|reply|answers?|responses?|"
+    r"code|messages?|output|emails?|commits?|docs|documentation|summaries|explanations?)\b",
+    re.IGNORECASE,
+)
+_EN_MY_GO_TO = re.compile(
+    r"^[\w' -]{2,30}? (?:is|are) (?:always )?my (?:all[- ]time )?(?:favou?rite|go-to|preferred|"
+    r"usual|default|top choice|choice)\b",
+    re.IGNORECASE,
+)
+
+
 _EN_YOU_CHAT = re.compile(
     r"^you(?:'re| are| must| should| have to| need to| might| could| would| will|'ll)?"
     r"(?: (?:totally|definitely|really|so|probably|just|absolutely|surely))?"
@@ -333,6 +372,11 @@ _EN_YOU_CHAT = re.compile(
 
 
 def _classify_en(s: str) -> RuleMemory | None:
+    m = _EN_CONDITIONAL_RULE.match(_trim_end(s))
+    if m and not s.endswith("?"):
+        rest = m.group("rest")
+        if _EN_IMPERATIVE.match(rest) or _EN_STANDING_IMPERATIVE.match(rest):
+            return _make(s, "rule")
     if s.endswith("?") or _EN_QUESTION.match(s) or _EN_NOT_RULES.match(s) or _EN_YOU_CHAT.match(s):
         return None
     if len(s.split()) < 3 and not _EN_SWITCH.match(s):
@@ -389,6 +433,15 @@ def _classify_en(s: str) -> RuleMemory | None:
         return _make(s, "fact", slot=_en_slot(body))
     if _EN_STANDING_IMPERATIVE.match(s) and not _EN_ONE_OFF_REQUEST.search(s):
         return _make(s, "rule")
+    if _EN_POLITE_RULE.match(s):
+        return _make(s, "rule")
+    if _EN_MY_GO_TO.match(s):
+        return _make(s, "preference")
+    m = _EN_FRONTED.match(s)
+    if m and not _EN_PASSING.search(m.group(0)):
+        inner = _classify_en(s[m.end() :])
+        if inner is not None and inner.type != "instruction":
+            return _make(s, inner.kind, slot=inner.slot)
     return None
 
 
@@ -460,6 +513,26 @@ _ZH_CONVENTION = re.compile(
 )
 
 
+# "咖啡我只喝美式", "周末我一般带孩子去公园": a topic or time phrase before 我. Classified on what
+# follows, kept whole; not after interjections, conjunctions or a passing moment (今天/刚才...).
+_ZH_FRONTED = re.compile(
+    r"^(?P<topic>[^，,。！？；我你]{2,10}?)(?<![帮给让叫请替为跟和对教诉问带陪送找像比把被使令说得])[，,]?(?=我)"
+)
+_ZH_NOT_TOPIC = re.compile(
+    r"^(?:谢谢|哈哈|呵呵|嘿|嗯|哦|噢|好|行|那|所以|但|不过|因为|如果|要是|可是|然后|其实|感觉|反正|"
+    r"说实话|老实说|是的|对|没错|不是|真|太|这|那)|今天|今晚|刚才|刚刚|这会儿|此刻|暂时|待会|一会|马上|现在|"
+    r"昨天|前天|上周|上次|这次|这周|明天"
+)
+# "给我写邮件的时候用正式的语气", "回答问题请先给结论": an instruction bound to the assistant's
+# recurring work (a when-clause about answering / writing for the user) is a standing rule.
+_ZH_WHEN_RULE = re.compile(
+    r"^(?=[^，,。]{0,14}?(?:给我|帮我|跟我|和我|为我|你|回答|回复|答复|输出|生成|翻译|总结|解释))"
+    r"[^，,。]{1,14}?(?:的时候|时)[，,]?(?:请|要|都|一律|务必|尽量|必须|记得|别|不要)?"
+    r"(?:用|先|写|加|带|附|保持|使用|采用|以|别|不要|不用|控制|分点|列出|附上)"
+    r"|^(?:回答|回复|答复|解释|输出)[^，,。]{0,8}?请"
+)
+
+
 def _classify_zh(s: str) -> RuleMemory | None:
     body = _trim_end(s)
     if _ZH_QUESTION.search(body):
@@ -526,6 +599,18 @@ def _classify_zh(s: str) -> RuleMemory | None:
     m = _ZH_CONVENTION.match(body)
     if m:
         return _make(s, "convention", slot=(m.group("subject"), _trim_end(m.group("value"))))
+    if _ZH_WHEN_RULE.match(body):
+        return _make(s, "rule")
+    m = _ZH_FRONTED.match(body)
+    # ...and not a plan or wish for that time ("晚上我想吃火锅").
+    if (
+        m
+        and not _ZH_NOT_TOPIC.search(m.group("topic"))
+        and not re.match(r"我(?:们)?(?:想|要|打算|准备|得|会|先|去|来)", body[m.end() :])
+    ):
+        inner = _classify_zh(body[m.end() :])
+        if inner is not None and inner.type != "instruction":
+            return _make(s, inner.kind, slot=inner.slot)
     return None
 
 

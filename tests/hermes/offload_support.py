@@ -200,7 +200,7 @@ class FaultProxy:
                     )
                     status, data = r.status_code, r.content
                     ctype = r.headers.get("content-type", "application/json")
-                except httpx.HTTPError:
+                except (httpx.HTTPError, RuntimeError):  # RuntimeError: the proxy was closed
                     status, data, ctype = 502, b'{"error":"upstream down"}', "application/json"
                 proxy._note(method, self.path, status)
                 self._answer(status, data, ctype)

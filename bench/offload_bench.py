@@ -20,8 +20,9 @@ Targets (issue 9): >= 61% saved on the chained coding (SWE-agent) sessions at 32
 100% exact read-back, assemble p50 <= 50 ms at 300 messages.
 
 Run: ``.venv/bin/python bench/offload_bench.py`` (``--quick`` for a smoke run, written to
-``bench/out/offload-partial.json``). Writes ``bench/results/offload.json`` and prints a summary
-and the RESULTS.md table.
+``bench/out/offload-partial.json``; ``--no-latency`` for replays only). Writes
+``bench/results/offload.json`` and prints a summary, the RESULTS.md table and where the tokens
+sent go (system, user, assistant, verbatim tool results, stubs, canvas, history blocks, guide).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ from tests.support.agent_sessions import chain, load_sessions, tool_results  # n
 from tests.support.gateway import GatewayProcess  # noqa: E402
 from tests.support.offload_replay import (  # noqa: E402
     content_tokens,
+    is_canvas,
+    is_history_block,
     read_back_problems,
     replay,
 )
@@ -66,6 +69,25 @@ def count(messages: list[dict[str, Any]]) -> int:
             n = _COUNT_CACHE[key] = content_tokens([m])
         total += n
     return total
+
+
+STUB_MARKS = ("[Offloaded tool result", "[No result for this tool call")
+
+
+def kind_of(m: dict[str, Any]) -> str:
+    """Where a sent message's tokens go: the bench prints the totals per kind."""
+    if is_canvas(m):
+        return "canvas"
+    if is_history_block(m):
+        return "history"
+    role = m.get("role")
+    if role in ("tool", "toolResult"):
+        c = m.get("content")
+        text = c if isinstance(c, str) else "".join(b.get("text", "") for b in c or [])
+        return "tool stub" if text.startswith(STUB_MARKS) else "tool verbatim"
+    if role == "assistant":
+        return "assistant"
+    return "system" if role == "system" else "user"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -97,14 +119,17 @@ def run_replay(client, msgs, name: str, budget: int, fmt: str = "openai") -> dic
         prefix.append(prefix[-1] + count([m]))
     verbatim = sent = estimated = over_est = over_count = verbatim_over = 0
     levels: dict[str, int] = {}
+    where: dict[str, int] = {}
     for call in rep.calls:
         v = prefix[call.at]
         addition = call.answer.get("system_addition") or ""
-        s = (
-            count(call.answer["messages"])
-            + system_tokens
-            + (content_tokens([{"content": addition}]) if addition else 0)
-        )
+        guide_tokens = content_tokens([{"content": addition}]) if addition else 0
+        s = count(call.answer["messages"]) + system_tokens + guide_tokens
+        where["guide"] = where.get("guide", 0) + guide_tokens
+        where["system"] = where.get("system", 0) + system_tokens
+        for m in call.answer["messages"]:
+            k = kind_of(m)
+            where[k] = where.get(k, 0) + count([m])
         verbatim += v
         sent += s
         estimated += call.answer["estimated_tokens"]
@@ -133,6 +158,7 @@ def run_replay(client, msgs, name: str, budget: int, fmt: str = "openai") -> dic
             round(1 - len(read_bad) / len(rep.changed_ids), 4) if rep.changed_ids else 1.0
         ),
         "levels": levels,
+        "tokens_sent_by_kind": dict(sorted(where.items(), key=lambda kv: -kv[1])),
         "assemble_ms_p50": round(pct([c.elapsed_ms for c in rep.calls], 0.5), 2),
         "assemble_ms_max": round(max((c.elapsed_ms for c in rep.calls), default=0), 2),
         "problems": rep.problems[:20] + read_bad[:20],
@@ -168,6 +194,11 @@ def merge(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         for k, v in r["levels"].items():
             levels[k] = levels.get(k, 0) + v
     out["levels"] = levels
+    where: dict[str, int] = {}
+    for r in runs:
+        for k, v in r["tokens_sent_by_kind"].items():
+            where[k] = where.get(k, 0) + v
+    out["tokens_sent_by_kind"] = dict(sorted(where.items(), key=lambda kv: -kv[1]))
     out["problems"] = [p for r in runs for p in r["problems"]][:20]
     return out
 
@@ -306,6 +337,13 @@ def table(res: dict[str, Any]) -> str:
             f"{'/'.join(r['levels'])} | {r['first_ms']} ms | **{r['p50_ms']} ms** | "
             f"{r['p95_ms']} ms | {r['max_ms']} ms |"
         )
+    lines.append("\nTokens sent, by kind of message (summed over the run's model calls):\n")
+    for r in res["replays"]:
+        total = r["tokens_sent"] or 1
+        parts = ", ".join(
+            f"{k} {v:,} ({v / total:.0%})" for k, v in r.get("tokens_sent_by_kind", {}).items()
+        )
+        lines.append(f"- {r['name']} ({r['format']}) {r['budget'] // 1000}k: {parts}")
     t = res["tool_result_latency"]
     lines.append(
         f"\n/offload/tool-result, 50 KB result: p50 **{t['p50_ms']} ms**, p95 {t['p95_ms']} ms, "
@@ -317,6 +355,7 @@ def table(res: dict[str, Any]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smoke run: SWE chain only, few reps")
+    ap.add_argument("--no-latency", action="store_true", help="replays only (iterations)")
     ap.add_argument("--table", type=Path, help="print the RESULTS.md table of a results file")
     args = ap.parse_args()
     if args.table:
@@ -348,7 +387,14 @@ def main() -> int:
                 for name, msgs in chains:
                     print(f"replay {name} at {budget}", flush=True)
                     res["replays"].append(run_replay(c, msgs, name, budget))
-                if not args.quick:
+                if args.quick:
+                    print(f"replay single SWE-agent sessions at {budget}", flush=True)
+                    runs = [
+                        run_replay(c, s.messages, f"single-SWE-agent-{i}", budget)
+                        for i, s in enumerate(swe)
+                    ]
+                    res["replays"].append(merge(f"single SWE-agent ({len(swe)})", runs))
+                else:
                     print(f"replay chained SWE-agent (AgentMessage) at {budget}", flush=True)
                     res["replays"].append(
                         run_replay(c, chain(swe), "chained SWE-agent", budget, "agent")
@@ -363,11 +409,13 @@ def main() -> int:
             reps = 5 if args.quick else 30
             big = chain(every)
             res["assemble_latency"] = []
-            for n in (100, 300, 1000):
+            for n in () if args.no_latency else (100, 300, 1000):
                 print(f"assemble latency, {n} messages", flush=True)
                 res["assemble_latency"].append(assemble_latency(c, big, n, reps, 32_000))
             print("tool-result latency, 50 KB", flush=True)
-            res["tool_result_latency"] = tool_result_latency(c, 10 if args.quick else 50)
+            res["tool_result_latency"] = tool_result_latency(
+                c, 3 if args.no_latency else 10 if args.quick else 50
+            )
             off = dict(c.get("/health").json().get("offload") or {})
             off.pop("data_dir", None)  # a path of this machine, not a figure
             res["health_offload"] = off
@@ -379,7 +427,9 @@ def main() -> int:
         for r in res["replays"]
         if r["name"] == "chained SWE-agent" and r["budget"] == 32_000 and r["format"] == "openai"
     )
-    lat300 = next(r for r in res["assemble_latency"] if r["messages"] >= 300)
+    lat300 = next(
+        (r for r in res["assemble_latency"] if r["messages"] >= 300), {"p50_ms": float("nan")}
+    )
     over = sum(
         r["over_budget_calls_estimate"] + r["over_budget_calls_counted"] for r in res["replays"]
     )

@@ -7,6 +7,7 @@ anything is written; its ``OffloadInputError`` names the field and becomes a 422
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -40,6 +41,15 @@ def offload_router(engine: Engine) -> APIRouter:
                     OffloadInputError("timestamp", "must be an ISO-8601 string or epoch ms")
                 )
         arguments = body.arguments if body.arguments is not None else {}
+        if not isinstance(arguments, dict | str):  # a non-JSON string is kept as it is
+            kind = {bool: "a boolean", int: "a number", float: "a number", list: "an array"}
+            return _unprocessable(
+                OffloadInputError(
+                    "arguments",
+                    "must be an object or a string (a JSON object string, or any text),"
+                    f" got {kind.get(type(arguments), type(arguments).__name__)}",
+                )
+            )
         content, encoding = content_of(body.result)
         result = ToolResult(
             tool_call_id=body.tool_call_id,
@@ -64,6 +74,7 @@ def offload_router(engine: Engine) -> APIRouter:
                 body.prompt,
                 body.system_tokens,
                 body.format,
+                body.current_turn_follows,
             )
         except OffloadInputError as e:
             return _unprocessable(e)
@@ -93,6 +104,11 @@ def offload_router(engine: Engine) -> APIRouter:
         session_key: str | None = None,
     ) -> Any:
         return svc.canvases(access.readable(request, scope, user_id), session_key)
+
+    @router.post("/host-status")
+    def host_status(body: s.OffloadHostStatusBody) -> Any:
+        fallback = body.fallback.strip() if body.fallback and body.fallback.strip() else None
+        return asdict(svc.hosts.report(body.host, body.engine, fallback))
 
     @router.get("/guide")
     def guide(

@@ -267,6 +267,15 @@ class OffloadAssembleBody(Scoped):
     prompt: str | None = None
     system_tokens: int = Field(0, ge=0, le=100_000_000)
     format: Literal["auto", "openai", "agent"] = "auto"
+    current_turn_follows: bool = False  # the host appends the current turn after the answer
+
+
+class OffloadHostStatusBody(Body):
+    """A host adapter's report on its own seams (e.g. OpenClaw's engine slot fell back)."""
+
+    host: ToolName
+    engine: ToolName
+    fallback: Annotated[str, StringConstraints(max_length=2000)] | None = None
 
 
 class OffloadReadBody(Scoped):

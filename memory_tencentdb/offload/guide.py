@@ -30,17 +30,15 @@ TOOL_PARAMETERS: dict[str, Any] = {
 
 
 def text(scope_dir: Path, journal: Path) -> str:
+    """Short on purpose: a host sends it with every model call once something was offloaded
+    (every stub and canvas also says how to read its original back)."""
     return (
         "## Context offload\n"
-        "Large tool results in this conversation may be replaced by a short stub, and older turns"
-        " by a task canvas (a Mermaid flowchart inside <current_task_context> or"
-        " <history_task_context>). Nothing is lost: call"
-        f' `{TOOL_NAME}` with {{"tool_call_id": "..."}} or {{"result_ref": "refs/....md"}} for'
-        ' the exact original result, {"node_id": "NNN-N<k>"} for the steps behind a canvas node,'
-        ' or {"canvas": "active"} for the whole canvas.'
-        f" The files are also on disk under {scope_dir}: refs/ (raw results),"
-        f" {journal.name} (one JSON row per tool call: summary, node_id, result_ref), mmds/"
-        " (canvases); your own file tools can read them."
+        "Some tool results here are stubs and older steps may have left the context (a task"
+        " canvas stands in); nothing is lost."
+        f' `{TOOL_NAME}` returns the exact original: {{"tool_call_id": "..."}} (named in a stub),'
+        ' {"node_id": "NNN-N<k>"} (a canvas step) or {"canvas": "active"}.'
+        f" Files: {scope_dir} (refs/, {journal.name}, mmds/)."
     )
 
 

@@ -3,7 +3,7 @@
 Nothing a host waits for ever calls the LLM: a tool result is answered with its extractive row
 and canvas node, assembly with the embedding boundary. The worker then refines: L1 rewrites a
 row's ``summary`` / ``tool_call`` / ``score`` (``summary_by: "llm"``), L1.5 may move the session
-to another task from its next tool call on, L2 redraws the canvas and maps rows to its nodes.
+to another task from its prompt on (steps recorded meanwhile move with it), L2 redraws the canvas and maps rows to its nodes.
 A failed, slow, malformed or truncated reply leaves the no-LLM result in place (``/health``
 shows the error); no row is ever lost. Rows still ``summary_by: "rules"`` when a session is
 loaded again are queued again, so a restart resumes the backlog.
@@ -253,21 +253,29 @@ class LLMWorker:
         completed, long_task, continuation = flags
         target = data.get("continuationMmdFile")
         with sess.lock:
-            if (
-                sess.state.get("boundaries")
-                and sess.state["boundaries"][-1].get("goal") != prompt[:300]
-            ):
+            bounds = sess.state.get("boundaries") or []
+            if bounds and bounds[-1].get("goal") != prompt[:300]:
                 return  # a newer prompt came first; its own judgement decides
             files_now = sess.scope.canvas_files()
             if continuation and isinstance(target, str) and target in files_now:
-                if target != sess.state.get("active"):
-                    self.svc._apply_decision(sess, prompt, "resume", target, None, "llm")
+                if target == sess.state.get("active"):
+                    return
+                decision = "resume"
             elif long_task and (completed or not sess.state.get("active")):
-                if sess.state.get("active") is not None or sess.state.get("pending_goal") is None:
-                    self.svc._apply_decision(sess, prompt, "new", None, None, "llm")
+                if sess.state.get("active") is None and sess.state.get("pending_goal") is not None:
+                    return
+                decision, target = "new", None
             else:
                 return
+            # The judgement is this prompt's: it replaces the embedding's, from the prompt on.
+            # Steps recorded while the LLM was thinking move to the task it chose.
+            since = bounds.pop()["row_index"] if bounds else len(sess.rows)
+            self.svc._apply_decision(sess, prompt, decision, target, None, "llm")
+            sess.state["boundaries"][-1]["row_index"] = since
+            moved = self.svc.rehome(sess, since)
             sess.save_state()
+        if moved:
+            log.info("offload L1.5 moved %d steps to %s", moved, sess.state.get("active"))
 
     # ---------------------------------------------------------------- L2
 

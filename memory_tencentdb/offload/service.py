@@ -18,7 +18,8 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb.offload import boundaries, canvas, guide, refs
+from memory_tencentdb.offload import boundaries, canvas, guide, journal, refs
+from memory_tencentdb.offload.host_status import HostReports
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.offload.levels import Shrinker, Thresholds
 from memory_tencentdb.offload.messages import (
@@ -46,6 +47,8 @@ from memory_tencentdb.text.redact import redact, redact_obj
 log = logging.getLogger("memory_tencentdb.offload")
 
 CANVAS_SHOWN_TOKENS = 1500
+COMPACT_CANVAS_TOKENS = 300  # the canvas while every step is still in the list
+TASK_TEXT_CHARS = 8000  # of a task's first prompt, kept for L1.5 (session state)
 EmbedProvider = Callable[[], "boundaries.Embed | None"]
 
 
@@ -68,7 +71,10 @@ class OffloadService:
         self._sessions: dict[tuple[str, str], Session] = {}
         self._guard = threading.Lock()
         self.counts = {"tool_results": 0, "assembles": 0, "reads": 0}
+        self.hosts = HostReports()  # POST /offload/host-status (host adapters' own seams)
         self.last_error: dict[str, str | None] = {"l1": None, "l15": None, "l2": None, "l3": None}
+        self.startup_check: dict[str, Any] = {"state": "pending"}
+        self._vectors: dict[str, Any] = {}  # L1.5 embeddings by text (see _cached)
         self.llm_worker = None
         if llm is not None:
             from memory_tencentdb.offload.llm_tasks import LLMWorker
@@ -81,6 +87,65 @@ class OffloadService:
         threading.Thread(target=self.tokens.load, name="offload-tokenizer", daemon=True).start()
         if self.llm_worker is not None:
             self.llm_worker.start()
+        threading.Thread(target=self._at_start, name="offload-start", daemon=True).start()
+
+    def _at_start(self) -> None:
+        self.check_journals()
+        if self.llm_worker is not None:
+            self.resume_backlog()
+
+    def check_journals(self) -> dict[str, Any]:
+        """At start, like the store's journal check: every ``offload-*.jsonl`` is read once, so
+        a corrupt line (a torn write, a bad edit) is moved to ``<file>.corrupt`` and counted in
+        ``/health`` now, not when its session is next used."""
+        started = time.perf_counter()
+        check: dict[str, Any] = {"state": "running", "journals": 0, "rows": 0, "corrupt_lines": 0}
+        self.startup_check = check
+        for path in sorted(self.root.glob("*/offload-*.jsonl")):
+            try:
+                rows, bad = journal.read(path)
+            except OSError as e:
+                log.warning("offload start-up check: cannot read %s: %s", path.name, e)
+                continue
+            check["journals"] += 1
+            check["rows"] += len(rows)
+            check["corrupt_lines"] += bad
+            if bad:
+                log.warning(
+                    "offload start-up check: %d corrupt lines of %s moved to %s.corrupt",
+                    bad,
+                    path,
+                    path.name,
+                )
+        check["seconds"] = round(time.perf_counter() - started, 3)
+        check["state"] = "done"
+        return check
+
+    def resume_backlog(self) -> int:
+        """At start: every session with steps the LLM had not refined before the gateway
+        stopped is loaded, which queues them again (not only at its next use). Sessions are
+        found by their state files, which name their scope."""
+        n = 0
+        for state_file in sorted(self.root.glob("*/sessions/*.json")):
+            try:
+                state = json.loads(state_file.read_text("utf-8"))
+                scope, key = state.get("scope"), state.get("session_key")
+                if state_file.parent.parent.name == "default" and scope is None:
+                    scope = "default"  # files of before the scope was written down
+                if not isinstance(scope, str) or not isinstance(key, str):
+                    continue
+                if ScopeLayout.of(self.root, scope).root != state_file.parent.parent:
+                    continue
+                journal_path = ScopeLayout.of(self.root, scope).journal(key)
+                if b'"summary_by": "rules"' not in journal_path.read_bytes():
+                    continue
+                self.session(scope, key)
+                n += 1
+            except (OSError, ValueError) as e:
+                log.warning("offload: could not resume %s: %s", state_file.name, e)
+        if n:
+            log.info("offload: resumed the LLM backlog of %d sessions", n)
+        return n
 
     def close(self) -> None:
         if self.llm_worker is not None:
@@ -118,7 +183,11 @@ class OffloadService:
     def stub(self, sess: Session, row: OffloadRow) -> str:
         path = sess.scope.layout.root / row.result_ref if row.result_ref else None
         where = f" or open {path}" if path else ""
-        summary = row.summary if len(row.summary) <= 240 else row.summary[:239] + "…"
+        summary = row.summary
+        call, sep, rest = summary.partition("; ")
+        if sep and row.tool_call.startswith(call.rstrip("…")):
+            summary = rest  # the call is right above the stub, in the assistant message
+        summary = summary if len(summary) <= 240 else summary[:239] + "…"
         return (
             f"[Offloaded tool result: {row.tool_name or '?'}, {row.tokens} tokens,"
             f" node {row.node_id or 'N/A'}] {summary}\n"
@@ -200,7 +269,12 @@ class OffloadService:
         except OSError:
             goal = ""
         prompts = (sess.state.get("task_prompts") or {}).get(name, [])
-        return [t for t in [goal, *prompts[-3:]] if t]
+        # The whole prompts that began the task (their lines let boundaries.distinct() see a
+        # shared template); their 300-character forms (the goal, the prompts) would only
+        # compare the template again.
+        fulls = (sess.state.get("task_texts") or {}).get(name, [])
+        short = {" ".join(t.split())[:300] for t in fulls}
+        return [*fulls[-3:], *(t for t in [goal, *prompts[-3:]] if t and t not in short)]
 
     def on_prompt(self, sess: Session, prompt: str) -> None:
         """L1.5 for a new prompt (same prompt again: nothing). Persisted before returning."""
@@ -220,7 +294,7 @@ class OffloadService:
             prompt,
             act,
             others,
-            embed,
+            self._cached(embed) if embed is not None else None,
             self.cfg.boundary_continue_similarity,
             self.cfg.boundary_resume_similarity,
         )
@@ -228,6 +302,11 @@ class OffloadService:
             d = boundaries.Decision("continue", active, d.similarity, d.by)
             self._set_goal(sess, active, " ".join(prompt.split())[:300])
         self._apply_decision(sess, prompt, d.decision, d.canvas, d.similarity, d.by)
+        if d.decision == "new":  # a harness's task: its goal is what is not the template
+            texts = [t for _, ts in ([act] if act else []) + others for t in ts]
+            topic = boundaries.topic(prompt, texts)
+            if topic:
+                sess.state["pending_goal"] = topic[:300]
         sess.state["last_prompt_hash"] = digest
         sess.save_state()
         if self.llm_worker is not None:
@@ -247,9 +326,15 @@ class OffloadService:
             sess.state["previous"] = sess.state.get("active") or sess.state.get("previous")
             sess.state["active"] = None
             sess.state["pending_goal"] = " ".join(prompt.split())[:300]
+            sess.state["pending_text"] = prompt[:TASK_TEXT_CHARS]
         else:
             sess.state["active"] = target
             sess.state["pending_goal"] = None
+            sess.state["pending_text"] = None
+        if decision == "resume" and target:
+            texts = sess.state.setdefault("task_texts", {}).setdefault(target, [])
+            texts.append(prompt[:TASK_TEXT_CHARS])
+            del texts[:-3]
         if decision in ("new", "resume"):
             sess.state["task_start"] = " ".join(prompt.split())[:300]
             if target:
@@ -262,6 +347,27 @@ class OffloadService:
             bounds[-1] = b.as_json()  # no rows since: the newer judgement replaces it
         else:
             bounds.append(b.as_json())
+
+    def _cached(self, embed: Any) -> Any:
+        """``embed`` remembering its vectors: a task's texts (its whole first prompt, up to
+        8,000 characters) are embedded once, not at every prompt of the session."""
+
+        def run(texts: list[str]) -> Any:
+            import numpy as np
+
+            with self._guard:
+                known = {t: self._vectors[t] for t in texts if t in self._vectors}
+            todo = [t for t in dict.fromkeys(texts) if t not in known]
+            if todo:
+                known.update(zip(todo, embed(todo), strict=True))
+                with self._guard:
+                    for t in todo:
+                        self._vectors[t] = known[t]
+                    while len(self._vectors) > 2000:  # oldest first
+                        self._vectors.pop(next(iter(self._vectors)))
+            return np.stack([known[t] for t in texts])
+
+        return run
 
     def _set_goal(self, sess: Session, name: str, goal: str) -> None:
         with sess.scope.lock:
@@ -282,6 +388,8 @@ class OffloadService:
         sess.state["goal_from_tool"] = name if not sess.state.get("pending_goal") else None
         sess.state["pending_goal"] = None
         sess.state.setdefault("task_prompts", {})[name] = [goal]
+        text = sess.state.pop("pending_text", None)
+        sess.state.setdefault("task_texts", {})[name] = [text] if text else []
         bounds = sess.state.setdefault("boundaries", [])
         if bounds and bounds[-1].get("canvas") is None:
             bounds[-1]["canvas"] = name
@@ -291,6 +399,35 @@ class OffloadService:
             )
         sess.save_state()
         return name
+
+    def rehome(self, sess: Session, since: int) -> int:
+        """Move the steps recorded from row ``since`` on to the session's task as decided now
+        (an LLM judgement that came after them): their nodes leave the canvas they were put
+        on, and join the active one (made now if the decision started a new task). Caller
+        holds the session lock."""
+        rows = [r for r in sess.rows[since:] if r.node_id]
+        target = sess.state.get("active")
+        rows = [r for r in rows if not target or prefix_of(target) != r.node_id.split("-N")[0]]
+        if not rows:
+            return 0
+        by_canvas: dict[str, set[str]] = {}
+        for r in rows:
+            by_canvas.setdefault(r.node_id.split("-N")[0], set()).add(r.node_id)
+        with sess.scope.lock:
+            for name in sess.scope.canvas_files():
+                ids = by_canvas.get(prefix_of(name))
+                if ids:
+                    text = sess.scope.read_canvas(name)
+                    kept = [
+                        ln
+                        for ln in text.split("\n")
+                        if not {m.group(0) for m in canvas.NODE_ID.finditer(ln)} & ids
+                    ]
+                    sess.scope.write_canvas(name, canvas.finish("\n".join(kept), self.now()))
+        for r in rows:
+            r.node_id = self._add_node(sess, r)
+        sess.flush_rows()
+        return len(rows)
 
     def _add_node(self, sess: Session, row: OffloadRow) -> str:
         name = self._active_canvas(sess, row.tool_call)
@@ -328,6 +465,7 @@ class OffloadService:
         prompt: str | None = None,
         system_tokens: int = 0,
         fmt_hint: str | None = None,
+        current_turn_follows: bool = False,
     ) -> dict[str, Any]:
         started = time.perf_counter()
         fmt = detect_format(messages, fmt_hint)
@@ -336,7 +474,9 @@ class OffloadService:
         with sess.lock:
             sess.begin()
             try:
-                out = self._assemble(sess, fmt, msgs, token_budget, prompt, system_tokens)
+                out = self._assemble(
+                    sess, fmt, msgs, token_budget, prompt, system_tokens, current_turn_follows
+                )
             except Exception as e:
                 self.last_error["l3"] = f"{type(e).__name__}: {e}"
                 raise
@@ -347,29 +487,84 @@ class OffloadService:
         out["stats"]["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return out
 
-    def _canvas_block(self, sess: Session, name: str, max_tokens: int) -> tuple[str, dict]:
-        text = sess.scope.read_canvas(name)
+    def _canvas_block(
+        self, sess: Session, name: str, max_tokens: int, shown: set[str], left: bool = True
+    ) -> tuple[str, dict]:
+        """The canvas message: the steps in ``shown`` (``left``: those that left the context),
+        the newest that fit ``max_tokens``, with short labels. The file keeps every node."""
+        text = sess.canvas_text(name)
         meta = canvas.parse_meta(text)
-        body = text
-        for max_chars in (100_000, 12_000, 6_000, 3_000, 1_500, 600):
-            body = canvas.tail(text, max_chars)
-            block = (
-                f'<current_task_context file="{name}">\n'
-                "Canvas of the active task (Mermaid flowchart: one node per step, newest last)."
-                " Steps below this message are not in it yet. A node's full results:"
-                f' {guide.TOOL_NAME} {{"node_id": "<node>"}}.\n'
-                f"Task goal: {meta.task_goal}\n```mermaid\n{body}\n```\n</current_task_context>"
+        goal = " ".join(meta.task_goal.split())
+        goal = goal if len(goal) <= 160 else goal[:159] + "…"
+        n = len(shown)
+        floor = min(1, n)  # at least the newest step, even when squeezed
+        while True:
+            body, older = canvas.view(text, shown, n)
+            if older and left:  # the compact canvas's older steps are in the list
+                more = f'flowchart TD\n    %% {older} older steps: {{"canvas": "{name}"}}'
+                body = body.replace("flowchart TD", more, 1)
+            # While every step is in the list (its goal, its results), the marker and the
+            # newest steps are all the compact canvas needs to say.
+            about = (
+                f"Task canvas, steps that left the context; a step's results:"
+                f' {guide.TOOL_NAME} {{"node_id": "<node>"}}\nGoal: {goal}\n'
+                if left
+                else ""
             )
-            if self.count(block) <= max_tokens:
+            block = (
+                f'<current_task_context file="{name}">\n{about}'
+                f"```mermaid\n{body}\n```\n</current_task_context>"
+            )
+            tokens = self.count(block)
+            if tokens <= max_tokens or n <= floor:
                 break
+            n = max(floor, min(n - 1, int(n * max_tokens / tokens)))
         info = {
             "file": name,
             "path": str(sess.scope.layout.mmds / name),
             "task_goal": meta.task_goal,
             "node_count": len(canvas.node_ids(text, prefix_of(name))),
+            "shown_nodes": n,
             "text": text,
         }
         return block, info
+
+    def _shown_block(
+        self,
+        sess: Session,
+        active: str | None,
+        outcome: Any,
+        cap: int,
+        list_tokens: int,
+        squeeze: int | None = None,
+        follows: bool = False,
+    ) -> tuple[str, dict | None]:
+        """The one canvas message of this answer (none only while the session has no step).
+
+        Proportional to what it stands in for: while every step is still in the list, a compact
+        canvas of the newest steps (at most ``COMPACT_CANVAS_TOKENS``: ~40 tokens, 1% of the
+        list and a quarter of what its stubs save, so it costs what the offload saves); once
+        steps of the active task left the context, those steps, at most a quarter of the tokens
+        they took (``cap`` at most), so the canvas never costs more than the removal saved.
+        An empty list stays empty (a canvas alone is no conversation to send), unless the
+        host appends the current turn after it (``follows``: OpenClaw's first turn)."""
+        if not active or not (outcome.units or follows):
+            return "", None
+        prefix = prefix_of(active)
+        nodes = canvas.node_ids(sess.canvas_text(active), prefix)
+        if not nodes:
+            return "", None
+        small = min(
+            COMPACT_CANVAS_TOKENS, 40 + list_tokens // 100 + self._stub_savings(sess, outcome) // 4
+        )
+        left = {
+            r.node_id for r in outcome.removed if r.node_id and r.node_id.split("-N")[0] == prefix
+        }
+        if not left:
+            return self._canvas_block(sess, active, squeeze or small, set(nodes), left=False)
+        removed_tokens = sum(u.tokens for u in outcome.units if u.removed)
+        limit = squeeze or max(small, min(cap, removed_tokens // 4))
+        return self._canvas_block(sess, active, limit, left, left=True)
 
     def _history_blocks(
         self, sess: Session, removed: list[OffloadRow], active: str | None
@@ -384,7 +579,7 @@ class OffloadService:
             counts = canvas.status_counts(text)
             blocks.append(
                 f'<history_task_context file="{name}" mode="meta-only">\n'
-                f"Earlier task (its steps left the context). Goal: {meta.task_goal}\n"
+                f"Earlier task (its steps left the context). Goal: {_clip(meta.task_goal, 120)}\n"
                 f"Nodes: {len(canvas.node_ids(text, prefix_of(name)))}"
                 f" ({counts.get('done', 0)} done, {counts.get('blocked', 0)} blocked),"
                 f" updated {meta.updated_time}. Whole canvas: {guide.TOOL_NAME}"
@@ -400,8 +595,10 @@ class OffloadService:
         budget: int,
         prompt: str | None,
         system_tokens: int,
+        follows: bool = False,
     ) -> dict[str, Any]:
         cfg = self.cfg
+        sent_back = [m.body for m in msgs if m.ours and m.body.lstrip().startswith(HISTORY_MARK)]
         msgs = [m for m in msgs if not m.ours]
         if prompt and prompt.strip():
             try:
@@ -413,14 +610,13 @@ class OffloadService:
         recorder = _Recorder(self, sess)
         input_tokens = sum(sum(map(self.count, m.parts)) + 4 for m in msgs) + system_tokens
         guide_text = guide.text(sess.scope.layout.root, sess.journal_path)
+        guide_tokens = self.count(guide_text)
         active = sess.state.get("active") or sess.state.get("previous")
-        if active and not (sess.scope.layout.mmds / active).exists():
-            active = None
         # The original's L2 keeps a canvas under ~4,000 characters; the deterministic one grows
         # a node per step, so only its newest nodes are shown (the file keeps every one).
         canvas_cap = max(200, min(int(budget * cfg.mmd_max_token_ratio), CANVAS_SHOWN_TOKENS))
-        block, info = self._canvas_block(sess, active, canvas_cap) if active else ("", None)
-        fixed = system_tokens + self.count(guide_text) + (self.count(block) + 4 if block else 0)
+        # The guide's room is kept; it is sent only if this answer shortens something.
+        fixed = system_tokens + guide_tokens
         th = Thresholds(
             budget=budget,
             mild=budget * cfg.mild_offload_ratio,
@@ -433,14 +629,24 @@ class OffloadService:
         shrinker = Shrinker(recorder, fmt, th, fixed, sess.state.get("task_start"))
         shrinker.build(msgs)
         outcome = shrinker.run()
-        if not block:  # this very call recorded the task's first steps: its canvas shows now
-            now = sess.state.get("active") or sess.state.get("previous")
-            if now and (sess.scope.layout.mmds / now).exists():
-                active = now
-                block, info = self._canvas_block(sess, active, canvas_cap)
-                shrinker.total += self.count(block) + 4
-                if shrinker.emergency():
-                    outcome.level = "emergency"
+        active = sess.state.get("active") or sess.state.get("previous")  # this call's steps
+        if active and not (sess.scope.layout.mmds / active).exists():
+            active = None
+        block, info = self._shown_block(
+            sess, active, outcome, canvas_cap, shrinker.total - fixed, follows=follows
+        )
+        if block:
+            shrinker.total += self.count(block) + 4
+            if shrinker.emergency():  # the canvas tipped it over: more left, show them too
+                outcome.level = "emergency"
+                shrinker.total -= self.count(block) + 4
+                block, info = self._shown_block(
+                    sess, active, outcome, canvas_cap, shrinker.total - fixed, follows=follows
+                )
+                shrinker.total += self.count(block) + 4 if block else 0
+        if not self._shortened(sess, outcome):
+            guide_text = ""  # nothing to read back: the guide would only cost tokens
+            shrinker.total -= guide_tokens
         history = (
             self._history_blocks(sess, outcome.removed, active)
             if outcome.level in ("aggressive", "emergency")
@@ -450,22 +656,28 @@ class OffloadService:
         removed = sum(len(u.items) for u in outcome.units if u.removed)
         note = (
             f'<history_task_context mode="offloaded">\n{removed} earlier messages of this'
-            " conversation left the context; their tool results and texts are kept:"
-            f" {guide.TOOL_NAME} with a tool_call_id named in a canvas or stub.\n"
-            "</history_task_context>"
+            " conversation left the context, each kept with its id in"
+            f' {sess.journal_path}: {guide.TOOL_NAME} {{"tool_call_id": "<id>"}} returns'
+            " it exactly.\n</history_task_context>"
         )
         need_head = first is not None and first.kind != "user"
         hist_tokens = sum(self.count(h) + 4 for h in history)
         while history and shrinker.total + hist_tokens > budget:
             hist_tokens -= self.count(history.pop(0)) + 4
-        head = "\n".join(history) if history else (note if need_head else "")
+        # Whatever left is named by a task's history block or this note (also for a host that
+        # shows its own canvas instead of ours), and the list never starts with an assistant.
+        head = "\n".join(history) if history else (note if removed or need_head else "")
+        if not removed and sent_back:  # what left at an earlier call is still gone: say so
+            head = sent_back[-1]
         hist_tokens = self.count(head) + 4 if head else 0
         total = shrinker.total + hist_tokens
-        if total > budget and block:  # last resort: the canvas shrinks to its header
+        if total > budget and block:  # last resort: the canvas shrinks to its newest step
             old = self.count(block) + 4
-            block, info = self._canvas_block(sess, active, 120)
-            total += self.count(block) + 4 - old
-        if total > budget:
+            block, info = self._shown_block(
+                sess, active, outcome, canvas_cap, 0, squeeze=60, follows=follows
+            )
+            total += (self.count(block) + 4 if block else 0) - old
+        if total > budget and guide_text:
             old = self.count(guide_text)
             guide_text = (
                 f"Offloaded content: {guide.TOOL_NAME} with tool_call_id, result_ref, node_id"
@@ -498,6 +710,8 @@ class OffloadService:
             inserts.setdefault(lead - 1, []).append(user_message(head, fmt))
         if block:  # just before the newest user message: the prompt stays last
             at = lead - 1 if last_user is None else max(last_user - 1, lead - 1)
+            if follows:  # the host appends the current turn (its prompt) after the list
+                at = len(outcome.units) - 1
             inserts.setdefault(at, []).append(user_message(block, fmt))
         out_msgs.extend(inserts.get(-1, []))
         for i, u in enumerate(outcome.units):
@@ -520,8 +734,42 @@ class OffloadService:
                 "synthetic_results": outcome.synthetic,
                 "tokenizer": self.tokens.name,
                 "over_budget": total > budget,
+                "canvas_tokens": self.count(block) + 4 if block else 0,
+                "guide_tokens": self.count(guide_text) if guide_text else 0,
+                "saved_tokens": int(input_tokens - total),
             },
         }
+
+    def _stub_savings(self, sess: Session, outcome: Any) -> int:
+        """Tokens the stubs in this answer save (applied here or by the host)."""
+        saved = 0
+        for u in outcome.units:
+            if u.removed:
+                continue
+            for item in u.items[1:]:
+                m = item.msg
+                row = sess.row(m.call_id or "") if m is not None and m.role == "tool" else None
+                if row is not None and row.offloaded is True and row.tokens > item.tokens:
+                    saved += row.tokens - item.tokens
+        return saved
+
+    def _shortened(self, sess: Session, outcome: Any) -> bool:
+        """Does this answer hold anything shortened (a stub, a truncation, a removal, a
+        dropped orphan), including stubs the host applied itself from ``/offload/tool-result``?"""
+        if outcome.stubbed or outcome.truncated or outcome.removed or outcome.orphans:
+            return True
+        for u in outcome.units:
+            if u.removed:
+                return True
+            for item in u.items:
+                if item.state != "orig":
+                    return True
+                m = item.msg
+                if m is not None and m.role == "tool":
+                    row = sess.row(m.call_id or "")
+                    if row is not None and row.offloaded is True:
+                        return True
+        return False
 
     def _mark(self, sess: Session, outcome: Any) -> None:
         changed = False
@@ -677,8 +925,10 @@ class OffloadService:
             "llm": worker is not None,
             "backlog": worker.backlog() if worker else {"l1": 0, "l15": 0, "l2": 0},
             "last_error": {**self.last_error, **(worker.errors() if worker else {})},
-            "corrupt_lines": corrupt,
+            "corrupt_lines": corrupt + int(self.startup_check.get("corrupt_lines") or 0),
+            "startup_check": dict(self.startup_check),
             "counts": dict(self.counts),
+            "hosts": self.hosts.status(),
         }
 
     def degraded(self) -> list[str]:
@@ -687,6 +937,7 @@ class OffloadService:
             out.append(
                 f"offload tokenizer unavailable ({self.tokens.error}); token counts estimated"
             )
+        out.extend(self.hosts.degraded())
         return out
 
 
@@ -735,6 +986,11 @@ class _Recorder:
 
     def count_parts(self, parts: list[str]) -> int:
         return sum(self.svc.count(p) for p in parts)
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _iso(value: Any, tz: tzinfo) -> str | None:

@@ -130,8 +130,14 @@ class Session:
             {"session_key": self.key, "active": None, "pending_goal": None, "boundaries": []},
         )
 
+    def canvas_text(self, name: str) -> str:
+        """A canvas as it stands, nodes added in this batch included (not on disk yet)."""
+        entry = self.canvases.get(name)
+        return entry[0] if entry is not None else self.scope.read_canvas(name)
+
     def save_state(self) -> None:
         self.state["session_key"] = self.key
+        self.state["scope"] = self.scope.name  # so a restart can find the session again
         write_atomic(self.state_path, json.dumps(self.state, ensure_ascii=False, indent=1))
 
     def row(self, tool_call_id: str) -> OffloadRow | None:

@@ -18,9 +18,11 @@ _ERROR = re.compile(
 _PATH = re.compile(r"(?<![\w/])(?:\.{0,2}/)?(?:[\w.@-]+/)+[\w.@-]+\.[A-Za-z0-9]{1,8}\b")
 _COUNT = re.compile(
     r"\b\d[\d,.]*\s*(?:passed|failed|errors?|warnings?|skipped|files?|lines?|matches|results?|"
-    r"tests?|items?|rows?|bytes|KB|MB|ms|s)\b|\d+\s*(?:个|条|行|项|处|次|份)",
+    r"tests?|items?|rows?|bytes|KB|MB|ms|s)\b|(?<![第\d])\d+\s*(?:个|条|行|项|处|次|份)",
     re.IGNORECASE,
 )
+# ``(?<![第\d])``: "第3行" is line 3 (an ordinal), not "3 lines"; a log numbering its lines
+# would otherwise summarise as "counts: 0行, 1行, 2行, 3行".
 _ARG_KEYS = ("command", "cmd", "query", "q", "path", "file_path", "file", "url", "pattern", "code")
 
 
@@ -30,17 +32,27 @@ def _clip(text: str, n: int) -> str:
 
 
 def describe_call(tool_name: str, arguments: Any, limit: int = 200) -> str:
-    """``name(target)``: the command/path/query when there is one, else compact arguments."""
+    """``name: target``: the command/path/query when there is one, else the first plain
+    values (no JSON: quotes and braces cost tokens in every stub and canvas that shows it)."""
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
-            return _clip(f"{tool_name}({arguments})", limit)
+        except ValueError:  # kept raw: models do emit malformed argument strings
+            return _clip(f"{tool_name}: {arguments}" if arguments.strip() else tool_name, limit)
     if isinstance(arguments, dict):
         for key in _ARG_KEYS:
             value = arguments.get(key)
             if isinstance(value, str) and value.strip():
                 return _clip(f"{tool_name}: {value}", limit)
+        plain = [
+            str(v)
+            for v in arguments.values()
+            if isinstance(v, str | int | float) and not isinstance(v, bool) and str(v).strip()
+        ]
+        if not arguments:
+            return tool_name
+        if len(plain) == len(arguments) or len(plain) >= 2:
+            return _clip(f"{tool_name}: " + ", ".join(_clip(v, 60) for v in plain[:4]), limit)
     try:
         compact = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):

@@ -7,6 +7,7 @@ and canvas in place, answers never wait for the LLM, and nothing is lost.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -136,3 +137,78 @@ def test_slow_llm_never_delays_answers(llm_gw, scope):
         responder.delay = 0.0
         with gw.client() as c:
             drained(c, 90)
+
+
+def test_llm_new_task_judgement_moves_the_steps_recorded_meanwhile(llm_gw, scope):
+    """L1.5 by LLM arrives after the prompt's first steps: those steps move to the task it chose
+    (they stayed on the old canvas before: the judgement counted only from the next tool call)."""
+    gw, responder = llm_gw
+    responder.mode = "good"
+    with gw.client(timeout=30) as c:
+        first = "Fix the failing login tests in auth/session.py"
+        c.post("/offload/assemble", json={"session_key": "s", "scope": scope, "token_budget": 8000,
+               "messages": [{"role": "user", "content": first}], "prompt": first})  # fmt: skip
+        old = post_result(c, scope, "call_mv_0")["node_id"].split("-N")[0]
+        drained(c)
+        # The embedding takes the next prompt for the same task; the (slow) LLM says: new task.
+        responder.l15 = {"taskCompleted": True, "isLongTask": True, "isContinuation": False,
+                         "continuationMmdFile": None, "newTaskLabel": "login-docs"}  # fmt: skip
+        responder.delay = 1.0
+        try:
+            second = "Fix the failing login tests docs: document auth/session.py login flow"
+            c.post("/offload/assemble", json={"session_key": "s", "scope": scope,
+                   "token_budget": 8000, "messages": [{"role": "user", "content": second}],
+                   "prompt": second})  # fmt: skip
+            meanwhile = [post_result(c, scope, f"call_mv_{i}")["node_id"] for i in (1, 2)]
+            assert all(n.startswith(f"{old}-N") for n in meanwhile), meanwhile  # embedding
+            drained(c, 60)
+        finally:
+            responder.l15, responder.delay = None, 0.0
+        moved = [row(c, scope, f"call_mv_{i}")["row"]["node_id"] for i in (1, 2)]
+        assert all(not n.startswith(f"{old}-N") for n in moved), moved
+        listing = c.get("/offload/canvases", params={"scope": scope, "session_key": "s"}).json()
+        active = listing["active"]
+        assert active["file"][:3] == moved[0][:3] and active["node_count"] == 2
+        old_canvas = next(h for h in listing["history"] if h["file"].startswith(old))
+        text = Path(old_canvas["path"]).read_text("utf-8")
+        assert re.findall(r"\b\d{3}-N\d+\b", text) == [f"{old}-N1"], text  # only its own step
+        assert row(c, scope, "call_mv_0")["row"]["node_id"] == f"{old}-N1"
+        after = post_result(c, scope, "call_mv_3")["node_id"]
+        assert after.startswith(moved[0][:3])  # and the task goes on there
+
+
+def test_llm_backlog_resumes_at_start_without_a_request(tmp_path):
+    """Rows the LLM had not refined when the gateway stopped are refined after a restart
+    before any offload request touches their session (not only at its next use)."""
+    with FakeLLM() as fake:
+        responder = OffloadResponder(fake, mode="http500")
+        env = {"TDAI_LLM_BASE_URL": fake.base_url, "TDAI_LLM_API_KEY": "x",
+               "TDAI_LLM_TIMEOUT_MS": "2500"}  # fmt: skip
+        gw = GatewayProcess(tmp_path / "data", env=env).start()
+        ids = [f"call_resume_{i}" for i in range(3)]
+        try:
+            with gw.client(timeout=30) as c:
+                for i in ids:
+                    post_result(c, "resume-scope", i, text=ZH_RESULT, session="agent:main:r1")
+                drained(c, 60)
+                for i in ids:
+                    assert row(c, "resume-scope", i)["row"]["summary_by"] == "rules"
+        finally:
+            gw.stop()
+        responder.mode = "good"
+        before = len(responder.requests("offload-l1"))
+        gw = GatewayProcess(tmp_path / "data", env=env).start()
+        try:
+            deadline = time.monotonic() + 30
+            asked: set[str] = set()
+            while time.monotonic() < deadline and not set(ids) <= asked:
+                for req in responder.requests("offload-l1")[before:]:
+                    asked |= set(re.findall(r"call_resume_\d", json.dumps(req)))
+                time.sleep(0.2)
+            assert set(ids) <= asked, asked  # asked before any request of ours
+            with gw.client(timeout=30) as c:
+                drained(c, 60)
+                for i in ids:
+                    assert row(c, "resume-scope", i)["row"]["summary_by"] == "llm"
+        finally:
+            gw.stop()

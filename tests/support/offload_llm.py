@@ -45,6 +45,7 @@ class OffloadResponder:
         self.mode = mode
         self.delay = delay
         self.hostile = False  # L2 canvases carry HOSTILE_LABEL in their nodes
+        self.l15: dict[str, Any] | None = None  # the L1.5 judgement to answer, when set
         self.served: Counter[str] = Counter()
         self._lock = threading.Lock()
         fake.next_reply = self.next_reply  # type: ignore[method-assign]
@@ -100,6 +101,8 @@ class OffloadResponder:
                 ],
                 ensure_ascii=False,
             )
+        if task == "offload-l15" and self.l15 is not None:
+            return json.dumps(self.l15)
         if task == "offload-l15":
             return json.dumps(
                 {

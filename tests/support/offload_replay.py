@@ -145,7 +145,10 @@ def structure_problems(messages: list[Message], fmt: str) -> list[str]:
 
 
 def check_assembled(answer: dict[str, Any], budget: int, fmt: str, need_canvas: bool) -> list[str]:
-    """Problems with one /offload/assemble answer: budget, structure, canvas count, format."""
+    """Problems with one /offload/assemble answer: budget, structure, canvas count, format.
+
+    ``need_canvas`` (the session has a step): exactly one canvas message, else at most one;
+    whenever messages left the context, a canvas or a history block names the way back."""
     out: list[str] = []
     msgs = answer.get("messages")
     if not isinstance(msgs, list):
@@ -159,6 +162,9 @@ def check_assembled(answer: dict[str, Any], budget: int, fmt: str, need_canvas: 
     canvases = sum(1 for m in msgs if is_canvas(m))
     if canvases > 1 or (need_canvas and canvases != 1):
         out.append(f"{canvases} canvas messages (need {'exactly one' if need_canvas else '<= 1'})")
+    removed = (answer.get("stats") or {}).get("removed", 0)
+    if removed and not canvases and not any(is_history_block(m) for m in msgs):
+        out.append(f"{removed} messages left but no canvas or history block names them")
     if (answer.get("canvas") is None) != (canvases == 0):
         out.append(
             f"canvas field {answer.get('canvas') is not None} but {canvases} canvas messages"

@@ -129,6 +129,9 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
       messages: dialogue,
       token_budget: Math.max(MIN_BUDGET, budget),
       format: "agent",
+      // OpenClaw appends the current turn after our list: the canvas goes last, and an empty
+      // history (a session's first turn) still gets it once the session has a step.
+      current_turn_follows: true,
       ...(typeof params?.prompt === "string" && params.prompt.trim() && { prompt: params.prompt }),
     };
     const result = await link.post("/offload/assemble", body, { timeoutMs: config.offload.assembleTimeoutMs });

@@ -100,6 +100,7 @@ export function createTurnCanvas({ pluginId, config, link, warn, scopeOf = (agen
       messages: dialogue,
       token_budget: READ_ONLY_BUDGET,
       format: "agent",
+      current_turn_follows: true, // the prompt comes after the history (and the canvas before it)
       ...(prompt.trim() && { prompt }),
     };
     const result = await link.post("/offload/assemble", body, { timeoutMs: config.offload.canvasTimeoutMs });

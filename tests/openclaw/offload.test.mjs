@@ -289,8 +289,8 @@ test("engine assemble: the gateway's messages, tokens and guide; the request car
   const [sent] = stub.requests;
   assert.equal(sent.path, "/offload/assemble");
   assert.deepEqual(
-    { key: sent.body.session_key, budget: sent.body.token_budget, format: sent.body.format, prompt: sent.body.prompt, scope: sent.body.scope },
-    { key: "agent:main:rec-offload", budget: event.tokenBudget, format: "agent", prompt: "总结一下刚才的结果。", scope: await expectedScope(api, "main") },
+    { key: sent.body.session_key, budget: sent.body.token_budget, format: sent.body.format, prompt: sent.body.prompt, scope: sent.body.scope, follows: sent.body.current_turn_follows },
+    { key: "agent:main:rec-offload", budget: event.tokenBudget, format: "agent", prompt: "总结一下刚才的结果。", scope: await expectedScope(api, "main"), follows: true },
   );
   assert.deepEqual(sent.body.messages, event.messages);
   assert.equal(out.messages.filter((m) => m.content?.[0]?.text === CANVAS).length, 1);
@@ -461,6 +461,7 @@ test("no slot: the canvas once per turn through before_prompt_build, from the pr
   assert.equal(sent.body.prompt, "总结一下刚才的结果。");
   assert.deepEqual(sent.body.messages, event.messages);
   assert.equal(sent.body.token_budget, 10_000_000, "read only: nothing is cut here");
+  assert.equal(sent.body.current_turn_follows, true);
   assert.deepEqual(api.warnings(), []);
 });
 

@@ -50,6 +50,9 @@ def seeded(shared_gateway: GatewayProcess, scope: str):
                 "assistant_content": "慢慢来",
             },
         )
+        # The seeded rows embed in the background; the state compared must not move because
+        # the embedder caught up (seen on PostgreSQL: the reply joined the hybrid hits later).
+        shared_gateway.wait_embedded()
         before = _state(c, scope)
         yield c, before
         assert _state(c, scope) == before

@@ -130,6 +130,16 @@ def canvas_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+REVIEW_PROMPT = "Review the conversation above"
+
+
+def is_background_review(request: dict[str, Any]) -> bool:
+    """Hermes's memory/skill review fork (agent/background_review.py): after a busy turn it
+    replays the conversation with its own prompt, under the parent's session id."""
+    users = [m for m in request.get("messages") or [] if m.get("role") == "user"]
+    return bool(users) and text_of(users[-1].get("content")).lstrip().startswith(REVIEW_PROMPT)
+
+
 def is_stub(text: str) -> bool:
     """A stub names the read tool and the tool call it stands for."""
     return READ_TOOL in text and "tool_call_id" in text

@@ -50,6 +50,7 @@ from .offload_support import (
     assert_clean,
     canvas_messages,
     chat,
+    is_background_review,
     is_stub,
     session_of,
     switch_offload,
@@ -338,7 +339,7 @@ def long_session(
 ) -> Iterator[LongSession]:
     tmp = tmp_path_factory.mktemp("long")
     with FakeLLM() as fake:
-        agent = ToolAgent(fake)
+        agent = ToolAgent(fake, aside=is_background_review)
         home = make_home(tmp, fake, gateway)
         runs: list[subprocess.CompletedProcess[str]] = []
         marks: list[int] = []
@@ -425,9 +426,12 @@ def test_large_results_arrive_as_stubs_small_ones_verbatim(long_session: LongSes
 
 
 def test_exactly_one_canvas_message_per_request(long_session: LongSession):
-    reqs = long_session.agent.main_requests()
+    every = long_session.agent.main_requests()
+    assert max(len(canvas_messages(r)) for r in every) <= 1
+    # The calls of the user's turns; Hermes's background review fork (its own prompt, after a
+    # busy turn, when it gets to run before the process exits) is held to the budget only.
+    reqs = [r for r in every if not is_background_review(r)]
     counts = [len(canvas_messages(r)) for r in reqs]
-    assert max(counts) <= 1, counts
     # From the first tool result of the session on, the model sees the task canvas every call.
     first = next(i for i, r in enumerate(reqs) if tool_ids(r))
     missing = [i for i, c in enumerate(counts) if i >= first and c != 1]
@@ -479,7 +483,9 @@ def test_transcript_holds_stubs_and_no_result_is_lost(long_session: LongSession,
         assert tool_rows[read_id][0]["content"] == s.originals[target], read_id
 
 
-COMPACTION_LINE = re.compile(r"offload compaction of session (\S+): (\d+) -> (\d+) messages")
+COMPACTION_LINE = re.compile(
+    r"offload compaction of session (\S+): (\d+) -> (\d+) messages \(level (\w+), ~(\S+) tokens"
+)
 
 
 def test_compaction_through_the_engine_keeps_session_and_budget(long_session: LongSession):
@@ -487,13 +493,16 @@ def test_compaction_through_the_engine_keeps_session_and_budget(long_session: Lo
     rows = transcript(s.home, s.session_id)
     compacted = [r for r in rows if r.get("compacted")]
     assert compacted, "no compaction happened in the session (no compacted rows in state.db)"
-    # It was our engine (the gateway's /offload/assemble list), and every compaction it made
-    # shrank the transcript: a compaction that changes nothing still makes Hermes rewrite the
-    # whole transcript into state.db and cross a compression boundary.
+    # It was our engine (the gateway's /offload/assemble list); it folded older turns at least
+    # once, and never compacted for nothing: a compaction at level "none" (the gateway shortened
+    # nothing) or the same answer twice in a row still makes Hermes rewrite the whole transcript
+    # into state.db and cross a compression boundary.
     done = COMPACTION_LINE.findall(s.home.provider_log())
     assert done, s.home.provider_log()[-3000:]
-    assert all(sid == s.session_id for sid, _, _ in done), done
-    assert all(int(after) < int(before) for _, before, after in done), done
+    assert all(sid == s.session_id for sid, *_ in done), done
+    assert any(int(after) < int(before) for _, before, after, _, _ in done), done
+    assert all(level != "none" for *_, level, _ in done), done
+    assert all(a != b for a, b in zip(done, done[1:], strict=False)), done
     # The live transcript is the engine's list: the session's own messages (kept or stubbed),
     # no summary written by Hermes's built-in compressor, every tool row one the model asked for.
     active = [r for r in rows if r.get("active")]

@@ -193,6 +193,9 @@ class ToolAgent:
     # (index into fake.requests, reply given) for every request that offered tools.
     served: list[tuple[int, Reply]] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)  # time.monotonic() of each of them
+    # Requests answered ``aux_reply`` without taking a step although they offer tools (a host's
+    # own background calls, e.g. Hermes's memory/skill review fork after a turn).
+    aside: Callable[[dict[str, Any]], bool] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -213,7 +216,7 @@ class ToolAgent:
             self.steps.clear()
 
     def respond(self, body: dict[str, Any]) -> Reply:
-        if not body.get("tools"):
+        if not body.get("tools") or (self.aside is not None and self.aside(body)):
             return say(self.aux_reply)
         with self._lock:
             self.arrivals.append(time.monotonic())

@@ -502,6 +502,26 @@ DIRECT_TEXTS = (
 )
 
 
+EMBED_WAIT_S = 120
+
+
+def fsync_latency(data_dir: Path, n: int = 50) -> dict:
+    """What one durable append costs on this disk right now (the floor of a direct write)."""
+    path = data_dir / "fsync-probe.tmp"
+    samples = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            os.write(fd, b"x" * 200 + b"\n")
+            os.fdatasync(fd)
+            samples.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return stats_ms(samples)
+
+
 def memory_body(rng: random.Random, run: str, client: int, tag: str) -> dict:
     text = rng.choice(DIRECT_TEXTS)
     return {
@@ -519,6 +539,7 @@ def bench_direct_writes(gw: Gateway, n_seq: int, n_per_client: int, clients: int
     rng = random.Random(run)
     acked: list[str] = []
     failures: list[str] = []
+    fsync_ms = fsync_latency(gw.data_dir)
 
     def one(c: Client, client_no: int, tag: str) -> float | None:
         try:
@@ -565,16 +586,21 @@ def bench_direct_writes(gw: Gateway, n_seq: int, n_per_client: int, clients: int
         t.join()
     conc_wall = time.perf_counter() - t0
     conc = [x for lst in per_client for x in lst]
-    # Until the background embedding has a vector per model for every memory written.
+    # Until the background embedding has a vector per model for every memory written (at most
+    # EMBED_WAIT_S; the rate is what it embedded meanwhile).
     t_written = time.perf_counter()
     health = gw.get_health()
-    while time.perf_counter() - t_written < 300:
+    start_vectors = min((health.get("embedding") or {}).get("vectors", {}).values(), default=0)
+    done = False
+    while time.perf_counter() - t_written < EMBED_WAIT_S:
         health = gw.get_health()
         emb = health.get("embedding") or {}
-        if emb.get("idle") and not emb.get("pending"):
+        if emb.get("state") != "ready" or (emb.get("idle") and not emb.get("pending")):
+            done = True
             break
         time.sleep(0.2)
     caught_up = round(time.perf_counter() - t_written, 2)
+    end_vectors = min((health.get("embedding") or {}).get("vectors", {}).values(), default=0)
     gw.kill()
     in_files: set[str] = set()
     for path in sorted((gw.data_dir / "records").glob("*.jsonl")):
@@ -590,7 +616,9 @@ def bench_direct_writes(gw: Gateway, n_seq: int, n_per_client: int, clients: int
             **stats_ms(conc),
             "writes_per_s": round(len(conc) / conc_wall, 1),
         },
-        "embedding_caught_up_s": caught_up,
+        "embedding_caught_up_s": caught_up if done else None,
+        "embedding_rows_per_s_after_writes": round((end_vectors - start_vectors) / caught_up, 1),
+        "fsync_ms": fsync_ms,
         "embedding_after": health.get("embedding"),
         "failed_requests": len(failures),
         "failures_sample": failures[:5],
@@ -613,8 +641,84 @@ def direct_write_suite(data_dir: Path, n_seq: int, n_per_client: int) -> dict:
     log(
         f"  direct writes: seq p50 {s['p50']} p95 {s['p95']} ms | 4 clients p50 {c['p50']}"
         f" p95 {c['p95']} ms, {c['writes_per_s']}/s | embedded {res['embedding_caught_up_s']}s"
-        f" after the last write | lost {res['loss_check']['lost']} of"
+        f" after the last write ({res['embedding_rows_per_s_after_writes']} rows/s) | fsync p50"
+        f" {res['fsync_ms']['p50']} ms | lost {res['loss_check']['lost']} of"
         f" {res['loss_check']['acknowledged']}"
+    )
+    return res
+
+
+# ------------------------------------------------------------------------------ backlog
+
+
+def backlog_suite(data_dir: Path, n_turns: int, query_s: float = 30.0) -> dict:
+    """Queries while an embedding backlog runs: ``n_turns`` turns (2 L0 messages each) captured
+    by 4 clients as fast as they go, then ``/search/conversations`` and ``/recall`` one after the
+    other for ``query_s`` seconds while the background loop embeds; then how long the backlog
+    takes to finish (at most EMBED_WAIT_S more)."""
+    gw = Gateway(data_dir, label="backlog").start()
+    try:
+        gw.wait_quiet(timeout=60)
+        rng = random.Random(7)
+        bodies = [capture_body(rng, "backlog", k % 4, f"b{k}") for k in range(n_turns)]
+        t0 = time.perf_counter()
+
+        def worker(k: int) -> None:
+            c = Client(gw.port)
+            for body in bodies[k::4]:
+                c.post("/capture", body)
+            c.close()
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        captured_s = time.perf_counter() - t0
+        queries = syn.gen_queries(200)
+        c = Client(gw.port)
+        search: list[float] = []
+        recall: list[float] = []
+        t_q = time.perf_counter()
+        i = 0
+        while time.perf_counter() - t_q < query_s:
+            q = queries[i % len(queries)]
+            i += 1
+            _, _, dt = c.post("/search/conversations", {"query": q, "scope": SCOPE, "limit": 5})
+            search.append(dt)
+            _, _, dt = c.post("/recall", {"query": q, "scope": SCOPE, "session_key": "bq"})
+            recall.append(dt)
+        c.close()
+        during = gw.get_health().get("embedding") or {}
+        done = False
+        while time.perf_counter() - t0 < captured_s + query_s + EMBED_WAIT_S:
+            emb = gw.get_health().get("embedding") or {}
+            if emb.get("idle") and not emb.get("pending"):
+                done = True
+                break
+            time.sleep(0.5)
+        total = time.perf_counter() - t0
+        vectors = min(
+            (gw.get_health().get("embedding") or {}).get("vectors", {}).values(), default=0
+        )
+    finally:
+        gw.kill()
+    res = {
+        "l0_messages": 2 * n_turns,
+        "capture_s": round(captured_s, 1),
+        "search_conversations_during_backlog": stats_ms(search),
+        "recall_during_backlog": stats_ms(recall),
+        "embedding_when_queries_ended": during,
+        "backlog_embedded_s_from_first_capture": round(total, 1) if done else None,
+        "vectors_per_model_at_end": vectors,
+        "embedding_rows_per_s": round(vectors / total, 1),
+    }
+    s_, r_ = res["search_conversations_during_backlog"], res["recall_during_backlog"]
+    log(
+        f"  backlog: {2 * n_turns} L0 captured in {res['capture_s']}s; during the backlog"
+        f" search p50 {s_['p50']} p95 {s_['p95']} ms, recall p50 {r_['p50']} p95 {r_['p95']} ms;"
+        f" embedded {res['backlog_embedded_s_from_first_capture']}s ({res['embedding_rows_per_s']}"
+        " rows/s per model)"
     )
     return res
 
@@ -861,7 +965,12 @@ def summary_table(r: dict) -> str:
         ("POST /memories p50 / p95, 4 clients", ("direct_writes", "concurrent"), "", "", ""),
         ("direct writes/s, 4 clients", ("direct_writes", "concurrent", "writes_per_s"), "/s", ">= 500/s", ""),
         ("direct writes: all embedded, s after the last write", ("direct_writes", "embedding_caught_up_s"), " s", "", ""),
+        ("background embedding after the writes, rows/s (both models)", ("direct_writes", "embedding_rows_per_s_after_writes"), "/s", "", ""),
+        ("fdatasync p50 / p95 on the data dir's disk", ("direct_writes", "fsync_ms"), "", "", ""),
         ("acknowledged direct writes lost (SIGKILL)", ("direct_writes", "loss_check"), "", "0", ""),
+        ("/search/conversations p50 / p95 during a 10k L0 backlog", ("backlog", "search_conversations_during_backlog"), "", "p95 <= 50 ms", "1.6-2.5 / 6 ms"),
+        ("/recall p50 / p95 during a 10k L0 backlog", ("backlog", "recall_during_backlog"), "", "p95 <= 50 ms", ""),
+        ("10k L0 backlog embedded, s from the first capture", ("backlog", "backlog_embedded_s_from_first_capture"), " s", "<= 60 s", ""),
     ]  # fmt: skip
     out = ["| metric | ours | target | original |", "|---|---|---|---|"]
     for name, path, unit, target, orig in rows:
@@ -899,7 +1008,8 @@ def main(argv: list[str] | None = None) -> int:
         default="cold,capture,recall",
         help="comma-separated subset of: cold, capture, recall, and the optional attribute"
         " (capture with background embedding / extraction switched off), direct"
-        " (POST /memories: sequential, 4 clients, time until embedded, loss after SIGKILL)"
+        " (POST /memories: sequential, 4 clients, time until embedded, loss after SIGKILL),"
+        " backlog (queries while 10k captured L0 embed)"
         " and diagnose"
         " (in-process timings of the store's start-up index builds and scans, slow at 100k)",
     )
@@ -990,6 +1100,13 @@ def main(argv: list[str] | None = None) -> int:
                     result["recall"][label] = res
                 if label == "recall-10k-hybrid":
                     shutil.rmtree(c10k.parent, ignore_errors=True)
+
+        if "backlog" in parts:
+            log("queries while an embedding backlog runs, empty store + 10k L0:")
+            d = tmp / "backlog" / "data"
+            d.mkdir(parents=True)
+            result["backlog"] = backlog_suite(d, 1000 if quick else 5000)
+            shutil.rmtree(d.parent, ignore_errors=True)
 
         if "direct" in parts:
             log("direct writes (POST /memories), empty store:")

@@ -27,6 +27,13 @@ from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
 log = logging.getLogger("memory_tencentdb.embedding")
 
 BATCH = 32
+# The background loop hands the rows of a batch to a model this many at a time and lets any
+# waiting query embedding go first in between: a query then waits for at most one small chunk,
+# not a whole batch (measured: a query during a 10k backlog waited for 32-row batches).
+SUB_BATCH = 8
+# How long the loop holds back for queries before it takes its next chunk anyway (a steady
+# flood of queries must not stop the backlog).
+YIELD_S = 0.25
 
 
 class Vectorizer:
@@ -59,6 +66,9 @@ class Vectorizer:
         # yet; a recall of that scope can wait for them. Pruned against the store after each pass.
         self._expected: dict[str, set[int]] = {}
         self._expected_cond = threading.Condition()
+        # Query embeddings in flight: the fill loop yields the models to them between chunks.
+        self._queries = 0
+        self._no_queries = threading.Condition()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._loaded = threading.Event()  # set once the models loaded (or failed to)
@@ -311,7 +321,12 @@ class Vectorizer:
         ]
 
     def _embed_rows(self, emb: Any, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
-        vecs = emb.embed([for_embedding(layer, text) for _, _, _, text in rows])
+        texts = [for_embedding(layer, text) for _, _, _, text in rows]
+        parts = []
+        for start in range(0, len(texts), SUB_BATCH):
+            self._yield_to_queries()
+            parts.append(np.asarray(emb.embed(texts[start : start + SUB_BATCH])))
+        vecs = np.concatenate(parts) if parts else []
         items = [
             (rowid, scope, h, np.asarray(vec, dtype=np.float32))
             for (rowid, scope, h, _), vec in zip(rows, vecs, strict=True)
@@ -336,6 +351,8 @@ class Vectorizer:
     def embed_query_with(self, emb: Any, text: str) -> np.ndarray:
         """A query vector from one model; failures are logged (once a minute) and kept for
         ``/health`` before they propagate, so a degraded recall is never silent."""
+        with self._no_queries:
+            self._queries += 1
         try:
             vec = np.asarray(emb.embed([text])[0], dtype=np.float32)
         except Exception as e:
@@ -345,8 +362,19 @@ class Vectorizer:
                 self._query_error_logged = now
             self.last_query_error = (now, f"{type(e).__name__}: {e}")
             raise
+        finally:
+            with self._no_queries:
+                self._queries -= 1
+                if not self._queries:
+                    self._no_queries.notify_all()
         self.last_query_error = None
         return vec
+
+    def _yield_to_queries(self) -> None:
+        """Let query embeddings waiting for a model go first (at most ``YIELD_S``)."""
+        with self._no_queries:
+            if self._queries:
+                self._no_queries.wait_for(lambda: not self._queries, YIELD_S)
 
     def query_error(self, within: float = 60.0) -> str | None:
         """The last query-embedding failure, if it happened in the last ``within`` seconds."""

@@ -102,9 +102,19 @@ def test_sigkill_mid_session_resumes_with_same_canvas_and_rows(start_gateway, tm
             assert again["replacement"] == ans["replacement"]
         problems = read_back_problems(c, rest)
         assert not problems, problems[:10]
+        # The steps right after the restart (before the next user prompt) go on the same
+        # canvas; the later prompts are other SWE-agent tasks with canvases of their own.
+        nxt = next(i for i in range(half, len(msgs)) if msgs[i]["role"] == "user")
+        going_on = [m["tool_call_id"] for m in msgs[half:nxt] if m["role"] == "tool"]
+        assert going_on
+        prefix = before["active"]["file"][:3]
+        for rid in going_on:
+            assert rest.tool_answers[rid]["node_id"].startswith(f"{prefix}-N"), rid
         final = _canvases(c, scope, key)
-        assert final["active"]["file"] == before["active"]["file"]
-        assert final["active"]["node_count"] >= before["active"]["node_count"]
+        grown = next(
+            x for x in [final["active"], *final["history"]] if x["file"] == before["active"]["file"]
+        )
+        assert grown["node_count"] >= before["active"]["node_count"] + len(going_on)
         rows = rows_by_file(gw, scope)
         assert len(rows) == 1
         (only,) = rows.values()

@@ -148,7 +148,7 @@ def _texts(msgs) -> list[str]:
         c = m.get("content")
         if isinstance(c, list):
             c = "\n".join(b.get("text", "") for b in c if isinstance(b, dict))
-        if m["role"] in ("user", "assistant") and c:
+        if m["role"] in ("system", "user", "assistant") and c:  # a squeezed system prompt too
             out.append(c)
     return out
 

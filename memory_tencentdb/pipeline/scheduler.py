@@ -106,6 +106,11 @@ class _Session:
     last_ok: bool = True
     last_error: str | None = None
     last_active: float = 0.0
+    # Bumped by every capture. A run that found nothing left and saw no capture meanwhile sets
+    # ``pending`` to 0: the counter drifts when another path (the shared-database poll) starts a
+    # run between a capture's commit and its notification, which once left a session "pending"
+    # forever with nothing to extract.
+    captures: int = 0
 
 
 @dataclass
@@ -332,6 +337,7 @@ class Pipeline:
         with self._cv:
             s = self._session(scope, session_key, st)
             s.count += 1
+            s.captures += 1
             s.pending += len(rows)
             s.failures = 0
             s.last_active = time.time()
@@ -475,6 +481,7 @@ class Pipeline:
                 s.queued = False
                 s.running = True
                 counted = s.count
+                seen = s.captures
             ok, error, stored, truncated = True, None, 0, False
             started = time.monotonic()
             try:
@@ -516,6 +523,8 @@ class Pipeline:
                         sc.last_active = max(sc.last_active, s.last_active)
                         due = self._l2_after_l1(sc)
                         writes.append(partial(state.update_scope, self.store, scope, l2_due_at=due))
+                    if not more and s.captures == seen:
+                        s.pending = 0  # the store had nothing past the cursor
                     if more:
                         self._enqueue_l1(s)
                     elif s.count > 0 and s.idle_at is None and not s.queued:

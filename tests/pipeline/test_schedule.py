@@ -124,3 +124,45 @@ def test_session_end_waits_or_not(start_gateway):
         while _time.monotonic() < deadline and not found(c, "exiting", "十点睡觉"):
             _time.sleep(0.2)
         assert any("十点" in m for m in found(c, "exiting", "十点睡觉"))
+
+
+def test_pending_count_recovers_when_a_run_overtakes_the_capture_notice(make):
+    """On a shared database the poll can start a run between a capture's commit and its
+    notification: the run extracts the rows, then the notice counts them again. The next run
+    finds nothing and must clear the count, or /health says "not idle" forever (CI saw this
+    on PostgreSQL)."""
+    import time as _time
+
+    from memory_tencentdb import capture as capture_service
+    from memory_tencentdb.pipeline import state
+
+    p = make(l1_idle_timeout_seconds=1)  # the late notice arms the idle timer
+    p.start()
+    try:
+        turn = [
+            {"role": "user", "content": "Remember: I only drink decaf coffee."},
+            {"role": "assistant", "content": "好的，记住了。"},
+        ]
+        rows = capture_service.capture(p.store, "race", "k", "sid", turn, listeners=[])
+        with p._cv:  # what the shared-database poll does
+            p._schedule_backlog(state.backlog_sessions(p.store), _time.time(), _time.monotonic())
+
+        def wait(done) -> dict:
+            deadline = _time.monotonic() + 10
+            while not done():
+                assert _time.monotonic() < deadline, p.status()
+                _time.sleep(0.02)
+            return p.status()
+
+        def at_rest() -> bool:
+            st = p.status()
+            return not st["backlog"]["l1_queued"] and st["running"]["l1"] is None
+
+        wait(lambda: state.get_session(p.store, "race", "k").l1_cursor > 0 and at_rest())
+        p.on_capture("race", "k", "sid", rows)  # the late notice of the same rows
+        s = p._sessions[("race", "k")]
+        runs = s.runs_done
+        st = wait(lambda: s.runs_done > runs and at_rest())
+        assert st["backlog"]["l1_messages"] == 0 and st["idle"], st
+    finally:
+        p.close()

@@ -405,18 +405,38 @@ def _offline(args: argparse.Namespace, command: str) -> tuple[Any, Any]:
     return settings, cli._lock_or_none(settings, command)
 
 
+def _sqlite_only(args: argparse.Namespace, command: str, hint: str) -> int:
+    """2 (with the reason on stderr) when the data directory's store is not SQLite, else 0.
+
+    These commands rewrite one data directory's files and its embedded index. On a shared
+    PostgreSQL the other gateways' journals would keep (and re-index) what they removed, so
+    they refuse rather than do half the work."""
+    from memory_tencentdb import cli
+
+    backend = cli._settings(args).store_backend
+    if backend == "sqlite":
+        return 0
+    print(
+        f"memory-tencentdb {command}: works on the embedded SQLite store only; this data"
+        f" directory's store is {backend} (storeBackend), shared by its gateways. {hint}",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    """Reads the files' index directly: works with the gateway running (SQLite WAL readers)."""
+    """Reads the index directly: works with the gateway running (SQLite WAL readers, or the
+    shared PostgreSQL database, whose export holds what every gateway on it captured)."""
     from memory_tencentdb import cli
     from memory_tencentdb.config import tzinfo
     from memory_tencentdb.operations import progress, transfer
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.backends import open_store
 
     settings = cli._settings(args)
-    if not (settings.data_dir / "memory.db").exists():
+    if settings.store_backend == "sqlite" and not (settings.data_dir / "memory.db").exists():
         print(f"nothing to export: no memory.db in {settings.data_dir}", file=sys.stderr)
         return 1
-    store = Store(settings.data_dir, tzinfo(settings))
+    store = open_store(settings, tzinfo(settings))
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115
     try:
         with progress.bar("export", unit="rows") as bar:
@@ -437,7 +457,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from memory_tencentdb.config import tzinfo
     from memory_tencentdb.operations import progress, transfer
     from memory_tencentdb.ownership import LOCKED_EXIT_CODE
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.backends import open_store
 
     if args.from_original is not None:
         return cmd_import_original(args)
@@ -453,7 +473,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     if lock is None:
         return LOCKED_EXIT_CODE
     with lock:
-        store = Store(settings.data_dir, tzinfo(settings))
+        # On PostgreSQL the rows go to this data directory's journal and into the shared
+        # database, where every gateway on it finds them.
+        store = open_store(settings, tzinfo(settings))
         try:
             total = len(messages) + len(memories)
             with progress.bar("import", total=total, unit="rows") as bar:
@@ -474,6 +496,14 @@ def cmd_import_original(args: argparse.Namespace) -> int:
     from memory_tencentdb.operations import original, progress
     from memory_tencentdb.ownership import LOCKED_EXIT_CODE
 
+    refused = _sqlite_only(
+        args,
+        "import --from-original",
+        "Import the original's data into a SQLite data directory, `export` it from there and"
+        " `import` the file here.",
+    )
+    if refused:
+        return refused
     source = original.find_source(args.from_original or None)
     if source.path is None:
         print(f"import --from-original: {source.note}", file=sys.stderr)
@@ -501,6 +531,14 @@ def cmd_purge(args: argparse.Namespace) -> int:
     from memory_tencentdb.operations.purge import purge
     from memory_tencentdb.ownership import LOCKED_EXIT_CODE
 
+    refused = _sqlite_only(
+        args,
+        "purge",
+        "Forgotten memories are already out of every recall and search there; their text"
+        " stays in the database's history and in each gateway's journal.",
+    )
+    if refused:
+        return refused
     # A mistyped data directory must not be created (and "purged") as a new, empty one.
     where = cli._settings(args).data_dir
     if not (where / "memory.db").exists():

@@ -76,6 +76,7 @@ def wait_for(fn, timeout: float = 20.0, what: str = "condition"):
 # ------------------------------------------------------------------------------------ see
 
 
+@pytest.mark.both_backends
 def test_list_pages_filters_and_counts_over_http(gw, scope):
     ids = [
         remember(gw, scope, "用户喜欢吃川菜，尤其是水煮鱼"),
@@ -108,6 +109,7 @@ def test_list_pages_filters_and_counts_over_http(gw, scope):
     assert scopes[scope]["memories"] == 3 and scopes[scope]["messages"] == 0
 
 
+@pytest.mark.both_backends
 def test_captured_facts_show_trace_scenes_and_persona_cli(gw, scope):
     with gw.client() as c:
         for user in ("我对花生过敏", "I live in Lisbon and work as a nurse"):
@@ -154,6 +156,7 @@ def test_captured_facts_show_trace_scenes_and_persona_cli(gw, scope):
 # ------------------------------------------------------------------------------------ correct
 
 
+@pytest.mark.both_backends
 def test_patch_keeps_the_old_version_as_history(gw, scope):
     mid = remember(gw, scope, "用户住在北京")
     with gw.client() as c:
@@ -282,6 +285,7 @@ def test_forget_by_id_and_by_query_survive_restart_and_purge_leaves_no_trace(
         assert c.get(f"/memories/{keep_zh}", params={"scope": scope}).status_code == 200
 
 
+@pytest.mark.both_backends
 def test_forget_rebuilds_scenes_and_persona(gw, scope):
     with gw.client() as c:
         for user in ("我喜欢爬山", "I love sailing on weekends"):
@@ -360,6 +364,7 @@ LOOKALIKES = (
 )
 
 
+@pytest.mark.both_backends
 def test_secrets_never_reach_a_file_recall_or_search(start_gateway, tmp_path, scope):
     data = tmp_path / "data"
     g = start_gateway(env=dict(FAST), data_dir=data)
@@ -454,6 +459,7 @@ def test_purge_keeps_a_live_memory_that_contains_the_forgotten_text(start_gatewa
     assert "宠物店" in search_text(g, scope, "宠物店") and "blues" in search_text(g, scope, "blues")
 
 
+@pytest.mark.both_backends
 def test_redaction_can_be_turned_off(start_gateway, scope):
     g = start_gateway(
         env={"TDAI_MEMORY__REDACTION__ENABLED": "false", "TDAI_EMBEDDING_PROVIDER": "none"}

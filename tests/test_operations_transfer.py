@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import postgres
 from tests.support.gateway import GatewayProcess
 
 FAST = {
@@ -63,6 +64,7 @@ def trace(gw: GatewayProcess, scope: str, mid: str) -> dict:
 QUERIES = ("川菜", "tea", "猫", "Lisbon nurse", "花生过敏")
 
 
+@pytest.mark.both_backends
 def test_export_then_import_gives_the_same_results_and_is_idempotent(
     start_gateway, tmp_path, scope
 ):
@@ -114,7 +116,8 @@ def test_export_then_import_gives_the_same_results_and_is_idempotent(
         lines[0]["exported_at"], json.loads(stdout.stdout.splitlines()[0])["exported_at"]
     )
 
-    env2 = {**g1.env(), "TDAI_DATA_DIR": str(data2)}
+    # On PostgreSQL the second data directory has a database of its own, as its gateway will.
+    env2 = {**g1.env(), "TDAI_DATA_DIR": str(data2), **postgres.gateway_env(data2, {})}
     out = cli(env2, "import", str(export))
     assert out.returncode == 0, out.stderr
     assert "imported" in out.stdout
@@ -138,7 +141,13 @@ def test_export_then_import_gives_the_same_results_and_is_idempotent(
     # A forgotten memory stays forgotten through reindex.
     g1.stop()
     out = cli(g1.env(), "reindex")
-    assert out.returncode == 0, out.stderr
+    if postgres.backend_under_test() == "postgres":  # nothing embedded to rebuild: refused
+        assert out.returncode == 2 and "SQLite" in out.stderr, out.stderr
+        for command in (("purge",), ("import", "--from-original", str(tmp_path))):
+            refused = cli(g1.env(), *command)
+            assert refused.returncode == 2 and "postgres (storeBackend)" in refused.stderr
+    else:
+        assert out.returncode == 0, out.stderr
     g1.start()
     assert "猫" not in json.dumps(
         g1.client().post("/search/memories", json={"query": "猫", "scope": scope}).json(),

@@ -50,7 +50,7 @@ def list_memories(
     before_rowid: int | None = None,
 ) -> list[dict[str, Any]]:
     """Memories newest first (by rowid); ``before_rowid`` continues a previous page."""
-    where, params = ["1"], []
+    where, params = ["1 = 1"], []  # a bare 1 is no boolean to PostgreSQL
     if scope is not None:
         where.append("scope = ?")
         params.append(scope)
@@ -85,7 +85,8 @@ def scope_counts(store: Store) -> list[ScopeCounts]:
     out: dict[str, ScopeCounts] = {}
     conn = store.reader()
     for scope, active, other, last in conn.execute(
-        "SELECT scope, sum(status = 'active'), sum(status != 'active'), max(updated_at)"
+        "SELECT scope, sum(CASE WHEN status = 'active' THEN 1 ELSE 0 END),"
+        " sum(CASE WHEN status != 'active' THEN 1 ELSE 0 END), max(updated_at)"
         " FROM l1_memories GROUP BY scope"
     ):
         out[scope] = ScopeCounts(scope, int(active or 0), int(other or 0), last_activity=last or "")
@@ -346,9 +347,10 @@ def last_message_per_session(
     for i in range(0, len(ids), 500):
         chunk = ids[i : i + 500]
         marks = ",".join("?" * len(chunk))
+        # The newest per session is picked here, not with SQLite's bare column next to max(),
+        # which PostgreSQL refuses.
         for scope, key, rowid, rid in store.reader().execute(
-            f"SELECT scope, session_key, max(rowid), id FROM l0_messages WHERE id IN ({marks})"
-            " GROUP BY scope, session_key",
+            f"SELECT scope, session_key, rowid, id FROM l0_messages WHERE id IN ({marks})",
             chunk,
         ):
             if rowid > out.get((scope, key), (0, ""))[0]:

@@ -532,6 +532,27 @@ def memory_body(rng: random.Random, run: str, client: int, tag: str) -> dict:
     }
 
 
+def bench_corrections(c: Client, rng: random.Random, ids: list[str], failures: list[str]) -> dict:
+    """``PATCH /memories/{id}`` with a new text, one after the other, on memories just written
+    (their embedding still running behind, as in real use)."""
+    samples: list[float] = []
+    t0 = time.perf_counter()
+    for mid in ids:
+        body = {"scope": SCOPE, "content": f"{rng.choice(DIRECT_TEXTS)} (corrected {mid})"}
+        t1 = time.perf_counter()
+        try:
+            status, parsed = c.request("PATCH", f"/memories/{mid}", body)
+        except Exception as e:  # noqa: BLE001 - a failed request is a figure, not a crash
+            failures.append(f"patch {mid}: {type(e).__name__}: {e}")
+            continue
+        if status == 200:
+            samples.append(time.perf_counter() - t1)
+        else:
+            failures.append(f"patch {mid}: HTTP {status} {str(parsed)[:200]}")
+    wall = time.perf_counter() - t0
+    return {**stats_ms(samples), "writes_per_s": round(len(samples) / wall, 1) if wall else None}
+
+
 def bench_direct_writes(gw: Gateway, n_seq: int, n_per_client: int, clients: int = 4) -> dict:
     """``POST /memories``: sequential then 4 clients; then how long the background embedding
     needs to catch up; then SIGKILL and every acknowledged id looked up in ``records/``."""
@@ -563,6 +584,7 @@ def bench_direct_writes(gw: Gateway, n_seq: int, n_per_client: int, clients: int
         if dt is not None:
             seq.append(dt)
     seq_wall = time.perf_counter() - t0
+    patch = bench_corrections(c, rng, acked[10 : 10 + min(100, n_seq)], failures)
     c.close()
     per_client: list[list[float]] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
@@ -616,6 +638,7 @@ def bench_direct_writes(gw: Gateway, n_seq: int, n_per_client: int, clients: int
             **stats_ms(conc),
             "writes_per_s": round(len(conc) / conc_wall, 1),
         },
+        "patch": patch,
         "embedding_caught_up_s": caught_up if done else None,
         "embedding_rows_per_s_after_writes": round((end_vectors - start_vectors) / caught_up, 1),
         "fsync_ms": fsync_ms,
@@ -639,7 +662,8 @@ def direct_write_suite(data_dir: Path, n_seq: int, n_per_client: int) -> dict:
         gw.kill()
     s, c = res["sequential"], res["concurrent"]
     log(
-        f"  direct writes: seq p50 {s['p50']} p95 {s['p95']} ms | 4 clients p50 {c['p50']}"
+        f"  direct writes: seq p50 {s['p50']} p95 {s['p95']} ms | PATCH p50"
+        f" {res['patch']['p50']} p95 {res['patch']['p95']} ms | 4 clients p50 {c['p50']}"
         f" p95 {c['p95']} ms, {c['writes_per_s']}/s | embedded {res['embedding_caught_up_s']}s"
         f" after the last write ({res['embedding_rows_per_s_after_writes']} rows/s) | fsync p50"
         f" {res['fsync_ms']['p50']} ms | lost {res['loss_check']['lost']} of"
@@ -963,6 +987,7 @@ def summary_table(r: dict) -> str:
         ("POST /memories p50, sequential", ("direct_writes", "sequential", "p50"), " ms", "<= 10 ms", "at once"),
         ("POST /memories p95 / p99, sequential", ("direct_writes", "sequential"), "", "", ""),
         ("POST /memories p50 / p95, 4 clients", ("direct_writes", "concurrent"), "", "", ""),
+        ("PATCH /memories/{id} p50 / p95, sequential", ("direct_writes", "patch"), "", "", ""),
         ("direct writes/s, 4 clients", ("direct_writes", "concurrent", "writes_per_s"), "/s", ">= 500/s", ""),
         ("direct writes: all embedded, s after the last write", ("direct_writes", "embedding_caught_up_s"), " s", "", ""),
         ("background embedding after the writes, rows/s (both models)", ("direct_writes", "embedding_rows_per_s_after_writes"), "/s", "", ""),

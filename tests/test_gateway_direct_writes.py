@@ -9,11 +9,14 @@ embeds the rest at its next start. zh and en throughout.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 
 import httpx
 import pytest
 
+from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
 
 # Zero-overlap paraphrase pairs (from tests/fixtures/recall_paraphrase_pairs.json).
@@ -140,3 +143,156 @@ def test_restart_mid_backlog_loses_nothing(start_gateway, scope: str):
                 break
         assert set(listed) == {*written, target}
         assert target in _search(c, scope, PAIRS["en"][1])
+
+
+# -- Corrections (PATCH /memories/{id}) -------------------------------------------------------
+#
+# A correction answers once the new text is durable and keyword-searchable; the new vectors come
+# from the background loop. Meanwhile the old vectors must not keep matching the old text: the
+# store drops them with the change, so until the re-embedding lands the memory is found by its
+# new words only. The embedding service here is the fake one (tests/support/fake_llm.py), held
+# for the corrected texts so the gap lasts as long as the test needs; its vectors are a hash of
+# the text, so a query of exactly the old text finds a stale vector at cosine 1.
+
+CORRECTIONS = {
+    "zh": ("最爱杭州龙井绿茶", "只喝福建浓香乌龙", "乌龙"),
+    "en": ("Favourite tea: Hangzhou jasmine green", "Drinks only strong Fujian oolong", "oolong"),
+}
+
+
+class HeldEmbeddings:
+    """The fake embedding service answers texts containing any of ``markers`` only once
+    ``release`` is set (every other text at once)."""
+
+    def __init__(self, fake: FakeLLM, markers: list[str]) -> None:
+        self.markers = markers
+        self.release = threading.Event()
+        self.held = 0
+        handler_cls = fake.server.RequestHandlerClass
+        original = handler_cls._embeddings
+        gate = self
+
+        def held(handler, body):
+            inputs = body.get("input") or []
+            texts = [inputs] if isinstance(inputs, str) else [str(t) for t in inputs]
+            if any(m in t for m in gate.markers for t in texts) and not gate.release.is_set():
+                gate.held += 1
+                gate.release.wait(120)
+            original(handler, body)
+
+        handler_cls._embeddings = held
+
+    def wait_held(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.held and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.held, "the gateway never asked to embed the corrected text"
+
+
+def _fake_embedding_gateway(start_gateway, tmp_path, fake: FakeLLM, strategy: str = "hybrid"):
+    config = tmp_path / f"gateway-{strategy}.json"
+    config.write_text(
+        json.dumps(
+            {
+                "memory": {
+                    "embedding": {
+                        "provider": "openai",
+                        "baseUrl": fake.base_url,
+                        "model": "fake-embed",
+                        "dimensions": 32,
+                        # Longer than any wait below: a PATCH embedding on the request would
+                        # hold its answer for the whole time the service is held.
+                        "timeoutMs": 90_000,
+                    },
+                    "recall": {"strategy": strategy},
+                }
+            }
+        ),
+        "utf-8",
+    )
+    return start_gateway(env={"TDAI_GATEWAY_CONFIG": str(config)})
+
+
+def _patch(c: httpx.Client, scope: str, mid: str, content: str) -> dict:
+    # The deadline is far below the embedding service's hold: the answer must not wait for it.
+    r = c.patch(f"/memories/{mid}", json={"scope": scope, "content": content}, timeout=20)
+    assert r.status_code == 200, r.text
+    assert r.json()["content"] == content
+    return r.json()
+
+
+def _corrected_setup(c: httpx.Client, gw: GatewayProcess, scope: str) -> dict[str, str]:
+    """Fillers (so a vector search has neighbours to rank) and the memories to correct, all
+    embedded; each is the best match of its own exact text."""
+    _fill(c, scope, 20)
+    ids = {lang: _write(c, scope, old) for lang, (old, _, _) in CORRECTIONS.items()}
+    gw.wait_embedded(120)
+    for lang, (old, _, _) in CORRECTIONS.items():
+        assert _found(c, scope, old)[:1] == [ids[lang]], lang
+    return ids
+
+
+def _found(c: httpx.Client, scope: str, query: str) -> list[str]:
+    r = c.post("/search/memories", json={"query": query, "scope": scope, "limit": 5})
+    assert r.status_code == 200, r.text
+    return [it["id"] for it in r.json()["items"]]
+
+
+@pytest.mark.both_backends
+def test_patch_answers_before_its_vectors_and_old_vectors_stop_matching(
+    start_gateway, tmp_path, scope: str
+):
+    with FakeLLM() as fake:
+        gw = _fake_embedding_gateway(start_gateway, tmp_path, fake)
+        with gw.client() as c:
+            ids = _corrected_setup(c, gw, scope)
+            before = _vectors(gw)
+            hold = HeldEmbeddings(fake, [new for _, new, _ in CORRECTIONS.values()])
+            for lang, (_, new, _) in CORRECTIONS.items():
+                _patch(c, scope, ids[lang], new)
+            hold.wait_held()
+            # The gap: the new text has no vector yet.
+            assert _vectors(gw) == before
+            for lang, (old, new, keyword) in CORRECTIONS.items():
+                assert ids[lang] in _found(c, scope, keyword), (lang, "by its new words")
+                assert ids[lang] not in _found(c, scope, old), (lang, "stale vector matched")
+                shown = c.get(f"/memories/{ids[lang]}", params={"scope": scope}).json()
+                assert shown["content"] == new
+            hold.release.set()
+            gw.wait_embedded(120)
+            after = _vectors(gw)
+            assert all(after[m] == before[m] + 2 for m in before), (before, after)
+            for lang, (old, new, _) in CORRECTIONS.items():
+                assert _found(c, scope, new)[0] == ids[lang], lang
+                assert _found(c, scope, old)[:1] != [ids[lang]], lang
+
+
+@pytest.mark.both_backends
+def test_patch_then_kill_before_reembedding_gets_new_vectors_after_restart(
+    start_gateway, tmp_path, scope: str
+):
+    with FakeLLM() as fake:
+        # Vector-only retrieval: what is found below is found by its vectors.
+        gw = _fake_embedding_gateway(start_gateway, tmp_path, fake, strategy="embedding")
+        with gw.client() as c:
+            ids = _corrected_setup(c, gw, scope)
+            before = _vectors(gw)
+            hold = HeldEmbeddings(fake, [new for _, new, _ in CORRECTIONS.values()])
+            for lang, (_, new, _) in CORRECTIONS.items():
+                _patch(c, scope, ids[lang], new)
+            hold.wait_held()
+            for lang, (old, _, _) in CORRECTIONS.items():
+                assert ids[lang] not in _found(c, scope, old), (lang, "stale vector matched")
+        gw.kill()  # SIGKILL while the re-embedding is still held
+        hold.release.set()
+        gw.start(timeout=120)
+        gw.wait_embedded(timeout=120)
+        after = _vectors(gw)
+        assert all(after[m] == before[m] + 2 for m in before), (before, after)
+        with gw.client() as c:
+            for lang, (old, new, _) in CORRECTIONS.items():
+                assert _found(c, scope, new)[0] == ids[lang], (lang, "new vectors after restart")
+                assert _found(c, scope, old)[:1] != [ids[lang]], lang
+                shown = c.get(f"/memories/{ids[lang]}", params={"scope": scope}).json()
+                assert shown["content"] == new
+                assert [h["content"] for h in shown["trace"]["history"]] == [old], shown

@@ -1,10 +1,12 @@
 """Correct and forget memories.
 
 A correction (``PATCH /memories/{id}``) keeps the id: the old text is stored as a version
-``<id>.v<n>`` superseded by it, so ``memories show`` lists it as history. Forgetting (by id or
-by query) appends a tombstone to ``records/`` and drops the memory (with its older versions) from
-the keyword and vector indexes in the same request, so recall and search stop finding it at
-once, after a restart and after ``reindex``. Lines of the scope's persona and scene files that
+``<id>.v<n>`` superseded by it, so ``memories show`` lists it as history. Like a direct write
+it answers once durable and keyword-searchable, and is re-embedded in the background; until
+then it is found by its new words only (its old vectors are gone with the old text).
+Forgetting (by id or by query) appends a tombstone to ``records/`` and drops the memory (with
+its older versions) from the keyword and vector indexes in the same request, so recall and
+search stop finding it at once, after a restart and after ``reindex``. Lines of the scope's persona and scene files that
 quote it verbatim are removed at once, and the next L2/L3 run rebuilds scenes and persona from
 the memories that are left. ``purge`` (offline) then removes the text from every file for good.
 """
@@ -88,9 +90,13 @@ def correct(
         "updated_at": now,
         "status": "active",
     }
+    # Durable and keyword-indexed once this returns; a changed text also left the vector
+    # indexes with it (the store drops stale vectors), and the background loop embeds the new
+    # text (embedding on the request cost ~250 ms). Recalls of the scope wait briefly for it.
     rowid = store.write_memory(new)
     fresh = store.l1_rows([rowid])[rowid]
-    vectorizer.embed_now("l1", [(rowid, fresh["scope"], fresh["text_hash"], fresh["content"])])
+    if fresh["text_hash"] != row["text_hash"]:
+        vectorizer.expect(scope, [rowid])
     if content is not None and content.strip() != row["content"]:
         request_rebuild(store, scope, [row["content"]])
     return public_memory(fresh)

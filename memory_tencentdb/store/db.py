@@ -349,7 +349,10 @@ class Store(PipelineTables):
         marks = ", ".join("?" * len(values))
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("id", "created_at"))
 
-        def write(conn: Any) -> int:
+        def write(conn: Any) -> tuple[int, bool]:
+            before = conn.execute(
+                "SELECT text_hash FROM l1_memories WHERE id = ?", (r["id"],)
+            ).fetchone()
             conn.execute(
                 f"INSERT INTO l1_memories ({cols}) VALUES ({marks})"
                 f" ON CONFLICT(id) DO UPDATE SET {updates}",
@@ -361,11 +364,26 @@ class Store(PipelineTables):
             conn.execute("DELETE FROM l1_fts WHERE rowid = ?", (rowid,))
             if values["status"] == "active":
                 conn.execute("INSERT INTO l1_fts (rowid, tok) VALUES (?, ?)", (rowid, tok))
-            return rowid
+            changed = before is not None and before[0] != values["text_hash"]
+            if changed:
+                self._drop_stale_vectors(conn, "l1", rowid)
+            return rowid, changed
 
-        rowid = self._transaction(write)
+        rowid, changed = self._transaction(write)
+        if changed:
+            self._drop_from_indexes("l1", [rowid], memory_only=True)
         self._l1_indexed(rowid, values["status"])
         return rowid
+
+    def _drop_stale_vectors(self, conn: Any, layer: str, rowid: int) -> None:
+        """A row's text changed (a correction): its vectors of the old text leave the indexes
+        kept in tables (vec0, pgvector) inside the write's transaction, so the old meaning
+        never matches the new text, not even after a crash; in-memory indexes follow right
+        after the commit. The background loop then embeds the new text."""
+        for (lay, _), index in list(self._indexes.items()):
+            table = getattr(index, "table", None)
+            if lay == layer and table:
+                conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
 
     def _l1_indexed(self, rowid: int, status: str) -> None:
         if status != "active":
@@ -669,9 +687,11 @@ class Store(PipelineTables):
         if out:
             yield out
 
-    def _drop_from_indexes(self, layer: str, rowids: list[int]) -> None:
+    def _drop_from_indexes(self, layer: str, rowids: list[int], memory_only: bool = False) -> None:
+        """``memory_only``: the indexes kept in tables were cleared in the write's transaction
+        already (``_drop_stale_vectors``), only the in-memory ones are left."""
         for (lay, _), index in list(self._indexes.items()):
-            if lay == layer:
+            if lay == layer and not (memory_only and getattr(index, "table", None)):
                 index.remove(rowids)
 
     # ----------------------------------------------------------------- helpers

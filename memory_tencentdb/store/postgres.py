@@ -284,15 +284,26 @@ class PostgresStore(Store):
         cols = ", ".join(values)
         marks = ", ".join("?::tsvector" if c == "tok" else "?" for c in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("id", "created_at"))
-        rowid = self._transaction(
-            lambda conn: conn.execute(
+
+        def write(conn: Any) -> tuple[int, bool]:
+            before = conn.execute(
+                "SELECT text_hash FROM l1_memories WHERE id = ?", (r["id"],)
+            ).fetchone()
+            rowid = conn.execute(
                 f"INSERT INTO l1_memories ({cols}) VALUES ({marks})"
                 f" ON CONFLICT (id) DO UPDATE SET {updates} RETURNING rowid",
                 tuple(values.values()),
             ).fetchone()[0]
-        )
-        self._l1_indexed(int(rowid), values["status"])
-        return int(rowid)
+            changed = before is not None and before[0] != values["text_hash"]
+            if changed:  # the pgvector rows of the old text go in this transaction
+                self._drop_stale_vectors(conn, "l1", int(rowid))
+            return int(rowid), changed
+
+        rowid, changed = self._transaction(write)
+        if changed:
+            self._drop_from_indexes("l1", [rowid], memory_only=True)
+        self._l1_indexed(rowid, values["status"])
+        return rowid
 
     def apply_status_line(self, line: dict[str, Any]) -> None:
         status = line["status"]

@@ -9,8 +9,10 @@ The gateway's own key stays the owner's. A bad keys file stops start-up with a m
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -263,3 +265,117 @@ def test_missing_explicit_keys_file_is_an_error(tmp_path: Path):
         timeout=60,
     )
     assert run.returncode == 2 and "server.keysFile" in run.stderr, run.stderr
+
+
+# -- Keys-file changes take effect without a restart ------------------------------------------
+
+
+def _write_keys(data: Path, content: dict | str, atomic: bool = False) -> None:
+    """Write ``keys.json`` in place (as an editor saving over it) or by rename (as tools do)."""
+    text = content if isinstance(content, str) else json.dumps(content)
+    path = data / "keys.json"
+    target = data / "keys.json.tmp" if atomic else path
+    target.write_text(text, "utf-8")
+    target.chmod(0o600)
+    if atomic:
+        os.replace(target, path)
+
+
+def _eventually(check, timeout: float = 15.0):
+    """Poll ``check()`` until it returns a truthy value (the gateway looks once a second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def _reload_gateway(start_gateway, tmp_path: Path) -> GatewayProcess:
+    data = tmp_path / "reload-data"
+    data.mkdir()
+    _write_keys(data, KEYS_FILE)
+    return start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"}, data_dir=data)
+
+
+def _status(gw: GatewayProcess, key: str, path: str = "/scopes") -> int:
+    with gw.client(token=key) as c:
+        return c.get(path).status_code
+
+
+NEW_KEY = "key-of-agent-d-0123456789"
+
+
+def test_key_added_to_the_keys_file_works_without_restart(start_gateway, tmp_path: Path):
+    gw = _reload_gateway(start_gateway, tmp_path)
+    assert _status(gw, NEW_KEY) == 401
+    added = json.loads(json.dumps(KEYS_FILE))
+    added["principals"]["agent-d"] = {"key": NEW_KEY, "scopes": ["d-home"]}
+    added["scopes"][TEAM]["readers"].append("agent-d")
+    pid = gw.proc.pid
+    _write_keys(gw.data_dir, added)
+    assert _eventually(lambda: _status(gw, NEW_KEY) == 200), "the new key never worked"
+    with gw.client(token=NEW_KEY) as d:
+        body = d.get("/scopes").json()
+        assert body["principal"] == "agent-d"
+        assert {s["scope"]: s["access"] for s in body["scopes"]}[TEAM] == "read"
+        r = d.post("/recall", json={"query": "迁移", "session_key": "s", "scope": TEAM})
+        assert r.status_code == 200, r.text
+    assert _status(gw, KEYS["agent-a"]) == 200
+    assert gw.proc.pid == pid and gw.proc.poll() is None  # the same process all along
+    health = httpx.get(gw.base_url + "/health", timeout=10).json()
+    assert health["keys_file"]["error"] is None and health["keys_file"]["principals"] == 4
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_revoked_key_gets_401_without_restart(start_gateway, tmp_path: Path, lang):
+    gw = _reload_gateway(start_gateway, tmp_path)
+    fact, query = TEAM_FACTS[lang]
+    with gw.client(token=KEYS["agent-a"]) as a:
+        r = a.post(
+            "/memories",
+            json={"content": fact, "type": "episodic", "scope": TEAM, "session_key": "s"},
+        )
+        assert r.status_code == 201, r.text
+    assert _status(gw, KEYS["agent-b"]) == 200
+    revoked = json.loads(json.dumps(KEYS_FILE))
+    del revoked["principals"]["agent-b"]
+    revoked["scopes"][TEAM]["readers"] = []
+    _write_keys(gw.data_dir, revoked, atomic=True)
+    assert _eventually(lambda: _status(gw, KEYS["agent-b"]) == 401), "the revoked key still works"
+    with gw.client(token=KEYS["agent-b"]) as b:
+        r = b.post("/recall", json={"query": query, "session_key": "s", "scope": TEAM})
+        assert r.status_code == 401 and "invalid token" in r.text
+    with gw.client(token=KEYS["agent-a"]) as a:  # the others keep working
+        r = a.post("/recall", json={"query": query, "session_key": "s", "scope": TEAM})
+        assert r.status_code == 200 and r.json()["memory_count"] == 1, r.text
+
+
+def test_broken_keys_file_keeps_the_last_good_keys_until_fixed(start_gateway, tmp_path: Path):
+    gw = _reload_gateway(start_gateway, tmp_path)
+    health = lambda: httpx.get(gw.base_url + "/health", timeout=10).json()  # noqa: E731
+    assert health()["keys_file"]["error"] is None
+    # A half-saved file, then one that names a principal that does not exist.
+    broken = json.loads(json.dumps(KEYS_FILE))
+    broken["principals"]["agent-d"] = {"key": NEW_KEY}
+    broken["scopes"][TEAM]["readers"].append("agent-x")
+    for bad, message in (('{"principals": {', "not valid JSON"), (broken, "'agent-x'")):
+        _write_keys(gw.data_dir, bad)
+        got = _eventually(lambda m=message: m in (health()["keys_file"]["error"] or ""))
+        assert got, health()["keys_file"]
+        body = health()
+        assert body["status"] == "degraded" and "keys.json" in body["keys_file"]["error"]
+        assert any(d.startswith("keys file not used") for d in body["degraded"]), body
+        # The last good keys stay in force, and nothing of the bad file is.
+        assert _status(gw, KEYS["agent-a"]) == 200 and _status(gw, KEYS["agent-c"]) == 200
+        assert _status(gw, NEW_KEY) == 401
+    time.sleep(2.5)  # more checks of the same broken file: logged once, not once a second
+    _status(gw, KEYS["agent-a"])
+    assert gw.log().count("the last good keys stay in force") == 2, gw.log()
+    fixed = json.loads(json.dumps(KEYS_FILE))
+    fixed["principals"]["agent-d"] = {"key": NEW_KEY}
+    _write_keys(gw.data_dir, fixed)
+    assert _eventually(lambda: health()["keys_file"]["error"] is None), health()["keys_file"]
+    body = health()
+    assert not any(d.startswith("keys file") for d in body["degraded"]), body
+    assert _status(gw, NEW_KEY) == 200 and _status(gw, KEYS["agent-a"]) == 200

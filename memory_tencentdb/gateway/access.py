@@ -30,6 +30,13 @@ Rules (one place, so every route applies the same ones):
 
 The file is checked whole at start-up (unknown fields, unknown principals, short or repeated
 keys are errors): a typo in a permission must stop the gateway, not silently deny or allow.
+
+A changed file takes effect without a restart: requests look at its mtime, size and inode at
+most once a second (``LivePolicy``) and re-read it when they changed, so a key added works and
+a key revoked gets 401 within about a second. A new file that fails the same checks is not
+used: the last good keys stay in force, the problem is logged once and shown in ``/health``
+(``keys_file.error``, and ``degraded``) until the file is fixed. Deleting the default
+``keys.json`` leaves only the gateway's own key; a missing ``server.keysFile`` is an error.
 """
 
 from __future__ import annotations
@@ -37,8 +44,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import stat
+import threading
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -56,6 +67,8 @@ OWNER_NAME = "owner"  # the principal of the single configured key (or gateway.k
 ANYONE = "*"
 # Where the guard leaves the caller for the routes (an ASGI scope key of ours).
 SCOPE_KEY = "tdai.principal"
+# How often a request may look whether the keys file changed (one stat, not a read).
+RELOAD_CHECK_S = 1.0
 
 Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=128)]
 ScopeName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=512)]
@@ -152,12 +165,41 @@ class AccessPolicy:
         return "read" if self.can_read(who, scope) else None
 
 
-def load_policy(server: Any, data_dir: Path, auth: GatewayAuth) -> AccessPolicy:
-    """The policy ``serve`` enforces. Raises ``ConfigError`` naming the file and the field."""
+def _keys_path(server: Any, data_dir: Path) -> tuple[Path, bool]:
+    """The keys file's path, and whether ``server.keysFile`` named it."""
     explicit = getattr(server, "keys_file", None)
     path = Path(explicit).expanduser() if explicit else Path(data_dir) / KEYS_FILE
     if not path.is_absolute():
         path = Path(data_dir) / path
+    return path, bool(explicit)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a changed file from the one read: mtime, size, inode (None: no file)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def load_policy(server: Any, data_dir: Path, auth: GatewayAuth) -> LivePolicy:
+    """The policy ``serve`` enforces, kept current with the keys file. Raises ``ConfigError``
+    naming the file and the field when the file is bad at start-up."""
+    path, explicit = _keys_path(server, data_dir)
+    if auth.token is None and not path.exists():
+        return LivePolicy(AccessPolicy(enforced=False))  # auth off: nothing to watch
+    stamp = _stamp(path)  # before reading: a change made meanwhile is seen by the next check
+    return LivePolicy(_read_policy(path, explicit, auth), path, explicit, auth, stamp)
+
+
+def _read_policy(path: Path, explicit: bool, auth: GatewayAuth) -> AccessPolicy:
+    """The policy of the keys file at ``path`` (or of the gateway's own key alone when the
+    default file does not exist). Raises ``ConfigError`` naming the file and the field."""
     if not path.exists():
         if explicit:
             raise ConfigError(f"server.keysFile: {path} does not exist")
@@ -223,6 +265,87 @@ def load_policy(server: Any, data_dir: Path, auth: GatewayAuth) -> AccessPolicy:
     return AccessPolicy(by_digest=by_digest, teams=teams, source=str(path))
 
 
+class LivePolicy:
+    """The ``AccessPolicy`` in force, re-read when the keys file changes (see the module doc).
+
+    The guard and the routes ask it for every request; at most once per ``RELOAD_CHECK_S`` one
+    of them stats the file (the others go on with the current policy meanwhile), and only a
+    changed stamp costs a read. A request sees one policy whole: the old or the new one.
+    """
+
+    def __init__(
+        self,
+        policy: AccessPolicy,
+        path: Path | None = None,
+        explicit: bool = False,
+        auth: GatewayAuth | None = None,
+        stamp: tuple[int, int, int] | None = None,
+    ) -> None:
+        self._current = policy
+        self.path = path  # None: nothing to watch (auth off)
+        self._explicit = explicit
+        self._auth = auth
+        self._stamp = stamp
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+        self.error: str | None = None  # why the file on disk is not the one in force
+        self.loaded_at = _now()
+
+    @property
+    def enforced(self) -> bool:
+        return self._current.enforced
+
+    def current(self) -> AccessPolicy:
+        self._maybe_reload()
+        return self._current
+
+    def identify(self, token: bytes) -> Principal | None:
+        return self.current().identify(token)
+
+    def _maybe_reload(self) -> None:
+        if self.path is None or self._auth is None:
+            return
+        now = time.monotonic()
+        if now - self._checked < RELOAD_CHECK_S or not self._lock.acquire(blocking=False):
+            return
+        try:
+            self._checked = now
+            stamp = _stamp(self.path)
+            if stamp == self._stamp:
+                return
+            self._stamp = stamp
+            try:
+                policy = _read_policy(self.path, self._explicit, self._auth)
+            except (ConfigError, OSError) as e:  # OSError: the file went while being read
+                problem = "; ".join(e.problems) if isinstance(e, ConfigError) else str(e)
+                if problem != self.error:  # once per distinct problem, not once a second
+                    log.error("security: %s; the last good keys stay in force", problem)
+                self.error = problem
+                return
+            self._current = policy
+            self.error = None
+            self.loaded_at = _now()
+            log.info("security: %s changed: the new keys are in force", self.path)
+        finally:
+            self._lock.release()
+
+    def status(self) -> dict[str, Any] | None:
+        """``/health.keys_file``: which file is watched, what is in force, and ``error`` while
+        the file on disk cannot be used (None when there is no file to watch)."""
+        self._maybe_reload()
+        if self.path is None:
+            return None
+        policy = self._current
+        return {
+            "path": str(self.path),
+            "in_use": policy.source is not None,
+            "principals": max(0, len(policy.by_digest) - 1),
+            "team_scopes": len(policy.teams),
+            "loaded_at": self.loaded_at,
+            "error": self.error,
+        }
+
+
 # ------------------------------------------------------------------ what routes call
 
 
@@ -232,7 +355,7 @@ def caller(request: Request) -> Principal:
 
 
 def _policy(request: Request) -> AccessPolicy:
-    return request.app.state.access_policy
+    return request.app.state.access_policy.current()
 
 
 def _forbidden(who: Principal, verb: str, scope: str) -> HTTPException:

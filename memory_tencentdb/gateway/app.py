@@ -104,7 +104,12 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        return {**engine.health(), "draining": lifecycle.draining}
+        out = {**engine.health(), "draining": lifecycle.draining}
+        keys_file = out["keys_file"] = policy.status()
+        if keys_file and keys_file["error"]:  # the last good keys are in force meanwhile
+            out["degraded"] = [*out["degraded"], f"keys file not used: {keys_file['error']}"]
+            out["status"] = "degraded"
+        return out
 
     @app.post("/admin/shutdown", status_code=202)
     def shutdown(request: Request, body: ShutdownBody | None = None) -> Any:

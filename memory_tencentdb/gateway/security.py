@@ -18,7 +18,7 @@ import json
 import logging
 from typing import Any
 
-from memory_tencentdb.gateway.access import SCOPE_KEY, AccessPolicy, Principal
+from memory_tencentdb.gateway.access import SCOPE_KEY, LivePolicy, Principal
 
 log = logging.getLogger("memory_tencentdb.gateway")
 
@@ -62,7 +62,7 @@ def _json(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]])
 
 
 class GatewayGuard:
-    def __init__(self, app: Any, policy: AccessPolicy, cors_origins: list[str], max_body: int):
+    def __init__(self, app: Any, policy: LivePolicy, cors_origins: list[str], max_body: int):
         self.app = app
         self.policy = policy
         self.cors = list(cors_origins)

@@ -71,6 +71,10 @@ class Evidence:
     relevance: float | None = None
     # The larger of the models' z-scores (see ``relevance``): what holds across languages.
     relevance_best: float | None = None
+    # The row's best place in any one model's own ranking (1 = some model put it first; None
+    # when no model ranked it): the relevance gate asks that what opens it be near the top of
+    # a model's own list, not only well placed after fusion.
+    model_rank: int | None = None
 
 
 @dataclass
@@ -321,9 +325,11 @@ def retrieve(
         for r in kept
     }
     for model, ranking in zip(models, rankings, strict=True):
-        for rowid, sim in ranking:
+        for rank, (rowid, sim) in enumerate(ranking, 1):
             if rowid in kept:
-                hits.evidence[rowid].similarity[model] = sim
+                ev = hits.evidence[rowid]
+                ev.similarity[model] = sim
+                ev.model_rank = rank if ev.model_rank is None else min(ev.model_rank, rank)
     return hits
 
 

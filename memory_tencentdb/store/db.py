@@ -383,7 +383,11 @@ class Store(PipelineTables):
         for (lay, _), index in list(self._indexes.items()):
             table = getattr(index, "table", None)
             if lay == layer and table:
-                conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
+                remove_in = getattr(index, "remove_in", None)  # pgvector keeps scope sums
+                if remove_in is not None:
+                    remove_in(conn, [rowid])
+                else:
+                    conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
 
     def _l1_indexed(self, rowid: int, status: str) -> None:
         if status != "active":

@@ -169,6 +169,14 @@ class PgVectorIndex:
             )
         )
 
+    def remove_in(self, conn: Any, rowids: list[int]) -> None:
+        """``remove`` inside a transaction the caller holds (a corrected text's old vector
+        leaves with the write that changed it), keeping the sums exact."""
+        if self.centre:
+            self._subtract(conn, list(rowids))
+        else:
+            conn.execute(f"DELETE FROM {self.table} WHERE rowid = ANY(?)", (list(rowids),))
+
     def _mean(self, scope: str) -> np.ndarray | None:
         """The scope's mean shrunk toward the all-scopes mean, as ``NumpyIndex._mean``; None
         when the scope has fewer than two vectors (nothing to centre on)."""

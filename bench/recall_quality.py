@@ -19,6 +19,9 @@ Methods:
 Run: ``.venv/bin/python bench/recall_quality.py`` (writes bench/results/recall_quality.{json,md}).
 ``--fast`` reuses the embeddings cached in bench/out/recall_quality/ (each distinct text is
 embedded once per model) and carries timings/RSS/latency over from the previous results file.
+``--gateway``: the quality sets through real gateways (bench/results/recall_gateway.*).
+``--latency REV,REV [--rounds N]``: keyword-only /recall p50 at 10k over HTTP per revision
+(bench/results/recall_latency.json).
 """
 
 from __future__ import annotations
@@ -1009,8 +1012,81 @@ def gateway_markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def latency_run(revs: list[str], rounds: int) -> list[dict]:
+    """Keyword-only ``/recall`` p50 at 10k L1 over HTTP, per git revision (``git archive`` of
+    its ``memory_tencentdb``, put first on the gateway's PYTHONPATH), the revisions alternating
+    run by run on a fresh copy of gateway_bench's 10k dataset. Each run alternates 300
+    ``/recall`` with 300 ``/search/memories`` request by request, so both see the same load and
+    the difference between them is the recall path's own."""
+    import shutil
+    import tarfile
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import _synthetic as syn  # noqa: PLC0415
+    import gateway_bench as gb  # noqa: PLC0415
+
+    tmp = Path(tempfile.mkdtemp(prefix="recall-lat-"))
+    trees = {}
+    for rev in revs:
+        trees[rev] = tmp / f"tree-{rev}"
+        trees[rev].mkdir()
+        archive = subprocess.run(
+            ["git", "archive", rev, "memory_tencentdb"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        (tmp / "t.tar").write_bytes(archive)
+        with tarfile.open(tmp / "t.tar") as tar:
+            tar.extractall(trees[rev], filter="data")
+    source = syn.dataset("l1-10k", 10_000, 0, print)
+    queries = syn.gen_queries(400)
+    out: list[dict] = []
+    try:
+        for r in range(rounds):
+            for rev in revs:
+                data = tmp / "run" / "data"
+                shutil.rmtree(data.parent, ignore_errors=True)
+                data.parent.mkdir()
+                syn.materialise(source, data, print)
+                env = {"TDAI_RECALL_STRATEGY": "keyword", "PYTHONPATH": str(trees[rev])}
+                gw = gb.Gateway(data, env=env, label=f"recall-lat-{rev}-{r}").start()
+                lat: dict[str, list[float]] = {"recall": [], "search": []}
+                try:
+                    gw.wait_quiet()
+                    client = gb.Client(gw.port)
+                    for i in range(330):
+                        q = queries[i % len(queries)]
+                        st, _, dt = client.post(
+                            "/recall", {"query": q, "session_key": "bench", "scope": gb.SCOPE}
+                        )
+                        if i >= 30 and st == 200:
+                            lat["recall"].append(dt)
+                        st, _, dt = client.post(
+                            "/search/memories", {"query": q, "scope": gb.SCOPE, "limit": 5}
+                        )
+                        if i >= 30 and st == 200:
+                            lat["search"].append(dt)
+                    client.close()
+                finally:
+                    gw.stop()
+                row = {"rev": rev, "round": r, "loadavg": round(os.getloadavg()[0], 1)}
+                for kind, values in lat.items():
+                    row[f"{kind}_p50_ms"] = round(1000 * statistics.median(values), 2)
+                out.append(row)
+                print(row, flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--latency",
+        metavar="REV,REV",
+        help="keyword-only /recall vs /search/memories p50 at 10k over HTTP for these git"
+        " revisions, alternating; writes bench/results/recall_latency.json",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --latency")
     parser.add_argument(
         "--gateway",
         action="store_true",
@@ -1028,6 +1104,11 @@ def main() -> None:
         help="cached vectors only; skip timing, RSS and latency probes",
     )
     args = parser.parse_args()
+    if args.latency:
+        rows = latency_run(args.latency.split(","), args.rounds)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "recall_latency.json").write_text(json.dumps(rows, indent=1) + "\n", "utf-8")
+        return
     if args.gateway:
         res = gateway_run()
         md = gateway_markdown(res)

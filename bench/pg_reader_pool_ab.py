@@ -60,11 +60,14 @@ def side_by_side(pg: sb.Postgres, tmp: Path, trees: dict[str, Path], strategy: s
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--a", type=Path, required=True, help="code tree before (per-thread readers)")
-    ap.add_argument("--b", type=Path, required=True, help="code tree after (reader pool)")
+    ap.add_argument("--a", type=Path, help="code tree before (per-thread readers)")
+    ap.add_argument("--b", type=Path, help="code tree after (reader pool)")
     ap.add_argument("--queries", type=int, default=280)
     ap.add_argument("--out", type=Path, default=BENCH / "results" / "pg_reader_pool.json")
     args = ap.parse_args(argv)
+    if args.a is None or args.b is None:  # run_all.py runs every script without arguments
+        print("pg_reader_pool_ab: give --a and --b (two code trees); nothing measured")
+        return 0
     trees = {"before": args.a.resolve(), "after": args.b.resolve()}
     (BENCH / "out").mkdir(exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="pool-ab-", dir=BENCH / "out"))

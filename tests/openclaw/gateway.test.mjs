@@ -62,14 +62,18 @@ async function bridge(extra = {}, options = {}) {
 
 test("recall: a memory of the agent's scope reaches the prompt; another agent's does not", { skip }, async () => {
   const marker = `teal-${randomUUID().slice(0, 8)}`;
+  // An agent of its own: the other suites on this gateway leave "favorite color" memories in
+  // "main", and a scope of two or three near-identical memories is a known miss of the
+  // relevance gate (centred on a mean that is those memories), not what this test is about.
+  const agent = `a${randomUUID().slice(0, 8)}`;
   await gateway("/memories", {
     content: `The user's favorite color is ${marker}.`,
     type: "persona",
-    session_key: "agent:main:seed",
-    scope: "main",
+    session_key: `agent:${agent}:seed`,
+    scope: agent,
   });
   const api = await bridge();
-  const start = relocated("tool_turn", "before_prompt_build", 0);
+  const start = relocated("tool_turn", "before_prompt_build", 0, { agent });
   const injected = await api.fire("before_prompt_build", start.event, start.ctx);
   assert.match(injected.prependContext, /^<relevant-memories>/);
   assert.ok(injected.prependContext.includes(marker));
@@ -183,8 +187,16 @@ test("before_message_write: recorded messages pass untouched; injected blocks ar
   }
   // What an older host persisted: the prepended recall glued to the user's text.
   const { event, ctx } = recordedWrites()[0];
-  const injected = (await gateway("/recall", { query: "favorite color", session_key: "agent:main:x", scope: "main" }))
+  const scope = `w${randomUUID().slice(0, 8)}`; // its own memory, not what other tests left
+  await gateway("/memories", {
+    content: "The user's favorite color is teal.",
+    type: "persona",
+    session_key: `agent:${scope}:seed`,
+    scope,
+  });
+  const injected = (await gateway("/recall", { query: "favorite color", session_key: `agent:${scope}:x`, scope }))
     .prepend_context;
+  assert.match(injected, /^<relevant-memories>/);
   event.message.content = `${injected}\n\n${event.message.content}`;
   const result = api.fire("before_message_write", event, ctx);
   assert.equal(result.message.content, "My favorite color is teal.");

@@ -38,7 +38,10 @@ def read_records(path: Path) -> list[dict]:
 
 
 def sanitize(value, root: str):
-    text = json.dumps(value, ensure_ascii=False).replace(root, "<home>")
+    """The run's temporary directory out of every path: its ``home`` (OpenClaw's HOME) becomes
+    ``<home>``, the rest of it ``<root>``, so no recorded line names this machine."""
+    text = json.dumps(value, ensure_ascii=False)
+    text = text.replace(f"{root}/home", "<home>").replace(root, "<root>")
     return json.loads(text)
 
 

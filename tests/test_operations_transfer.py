@@ -62,6 +62,7 @@ def trace(gw: GatewayProcess, scope: str, mid: str) -> dict:
 
 
 QUERIES = ("川菜", "tea", "猫", "Lisbon nurse", "花生过敏")
+MATCHED = ("川菜", "tea", "Lisbon nurse", "花生过敏")  # each has a stored memory that answers it
 
 
 @pytest.mark.both_backends
@@ -128,7 +129,12 @@ def test_export_then_import_gives_the_same_results_and_is_idempotent(
 
     g2 = start_gateway(env=dict(FAST), data_dir=data2)
     g2.wait_embedded()
-    assert {q: search_ids(g2, scope, q) for q in QUERIES} == before
+    after = {q: search_ids(g2, scope, q) for q in QUERIES}
+    # The same memories answer each query, and the one that matches comes first. Below it the
+    # scores of unrelated memories nearly tie (every one of "猫"'s, its memory being forgotten),
+    # and their order may differ between two stores that hold the same memories.
+    assert {q: set(v) for q, v in after.items()} == {q: set(v) for q, v in before.items()}
+    assert {q: after[q][:1] for q in MATCHED} == {q: before[q][:1] for q in MATCHED}
     assert {mid: trace(g2, scope, mid) for mid in traces} == traces
     with g2.client() as c:
         deleted = c.get(f"/memories/{ids[2]}", params={"scope": scope}).json()

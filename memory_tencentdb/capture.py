@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_tencentdb.store.db import L0Input, Store
+from memory_tencentdb.store.records import L0Message
 from memory_tencentdb.text.sanitize import clean_captured, is_noise
 
 CAPTURED_ROLES = ("user", "assistant", "tool")
@@ -24,7 +25,7 @@ MAX_TOOL_ARGS_CHARS = 2000
 
 # Called after each successful capture with (scope, session_key, session_id, rows); the
 # pipeline subscribes here. Kept as plain callables so capture knows nothing about it.
-CaptureListener = Callable[[str, str, str, list[dict[str, Any]]], None]
+CaptureListener = Callable[[str, str, str, list[L0Message]], None]
 
 
 def message_text(content: Any) -> str:
@@ -147,8 +148,8 @@ def capture(
     session_id: str,
     messages: list[dict[str, Any]],
     listeners: list[CaptureListener],
-) -> list[dict[str, Any]]:
-    """Record one turn. Returns the rows written (possibly none)."""
+) -> list[L0Message]:
+    """Record one turn. Returns the messages stored (possibly none)."""
     inputs = to_l0_inputs(messages, scope, session_key, session_id)
     inputs = _drop_already_captured(store, inputs)
     rows = store.record_messages(inputs)

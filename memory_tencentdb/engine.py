@@ -26,6 +26,7 @@ from memory_tencentdb.pipeline import Pipeline
 from memory_tencentdb.store import files as journal_files
 from memory_tencentdb.store import journal
 from memory_tencentdb.store.backends import open_store
+from memory_tencentdb.store.records import L0Message
 from memory_tencentdb.text import redact, tokenize
 from memory_tencentdb.vectorizer import Vectorizer
 
@@ -115,7 +116,7 @@ class Engine:
 
     def capture(
         self, scope: str, session_key: str, session_id: str, messages: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
+    ) -> list[L0Message]:
         try:
             rows = capture_service.capture(
                 self.store, scope, session_key, session_id, messages, self.listeners

@@ -61,17 +61,17 @@ def memory_with_trace(store: Store, memory_id: str, scope: str) -> dict[str, Any
         return None
     out = {k: v for k, v in row.items() if k not in ("rowid", "text_hash")}
     out["source_message_ids"] = out.pop("source_ids")
-    sources = [m for m in store.l0_by_ids(row["source_ids"]) if m["scope"] == scope]
+    sources = [m for m in store.l0_by_ids(row["source_ids"]) if m.scope == scope]
     out["trace"] = {
         "file": row["file"],
         "source_messages": [
             {
-                "id": m["id"],
-                "role": m["role"],
-                "content": m["content"],
-                "session_key": m["session_key"],
-                "timestamp": m["timestamp"],
-                "file": m["file"],
+                "id": m.id,
+                "role": m.role,
+                "content": m.content,
+                "session_key": m.session_key,
+                "timestamp": m.timestamp,
+                "file": m.file,
             }
             for m in sources
         ],

@@ -120,7 +120,7 @@ def _vector_ranking(
     ranking = index.search(scope, qvec, depth * (4 if session_key else 1))
     if session_key and ranking:
         rows = store.l0_rows([r for r, _ in ranking]) if layer == "l0" else {}
-        ranking = [(r, s) for r, s in ranking if rows.get(r, {}).get("session_key") == session_key]
+        ranking = [(r, s) for r, s in ranking if r in rows and rows[r].session_key == session_key]
     return ranking[:depth], qvec
 
 
@@ -203,7 +203,7 @@ def with_reply_context(store: Store, ranked: list[tuple[int, float]]) -> list[tu
 
     def session(rowid: int) -> tuple[str, str, str] | None:
         row = rows.get(rowid)
-        return (row["scope"], row["session_key"], row["session_id"]) if row else None
+        return (row.scope, row.session_key, row.session_id) if row else None
 
     out: dict[int, float] = {}
     for rowid in set(scores) | {r + 1 for r in scores}:

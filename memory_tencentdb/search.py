@@ -107,25 +107,25 @@ def search_conversations(
         depth=limit * 3,
         session_key=session_key,
     )
-    rows = store.l0_rows([r for r, _ in hits.ranked])
+    messages = store.l0_rows([r for r, _ in hits.ranked])
     items = []
-    for rowid, score in hits.ranked:
-        row = rows.get(rowid)
-        if row is None or (session_key and row["session_key"] != session_key):
+    for seq, score in hits.ranked:
+        m = messages.get(seq)
+        if m is None or (session_key and m.session_key != session_key):
             continue
         items.append(
             {
-                "id": row["id"],
-                **({"scope": row["scope"]} if team_scopes else {}),
-                "session_key": row["session_key"],
-                "session_id": row["session_id"],
-                "role": row["role"],
-                "speaker": row.get("speaker") or "",
-                "message_id": row["message_id"],
-                "content": row["content"],
+                "id": m.id,
+                **({"scope": m.scope} if team_scopes else {}),
+                "session_key": m.session_key,
+                "session_id": m.session_id,
+                "role": m.role,
+                "speaker": m.speaker,
+                "message_id": m.message_id,
+                "content": m.content,
                 "score": round(score, 6),
-                "recorded_at": row["recorded_at"],
-                "timestamp": row["timestamp"],
+                "recorded_at": m.recorded_at,
+                "timestamp": m.timestamp,
             }
         )
         if len(items) >= limit:

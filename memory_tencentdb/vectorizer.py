@@ -366,10 +366,9 @@ class Vectorizer:
                 for r, row in found.items()
                 if row["status"] == "active"
             ]
-        found = self.store.l0_rows(rowids)
+        messages = self.store.l0_rows(rowids)
         return [
-            (r, row["scope"], row["text_hash"], l0_text(row["content"], row.get("speaker") or ""))
-            for r, row in found.items()
+            (r, m.scope, m.text_hash, l0_text(m.content, m.speaker)) for r, m in messages.items()
         ]
 
     def _embed_rows(self, emb: Any, layer: str, rows: list[tuple[int, str, str, str]]) -> None:

@@ -81,7 +81,7 @@ def purge(
             cited = admin.cited_l0_ids(store)
             drop_l0 = wanted - cited
             report.messages_kept = len(wanted & cited)
-            texts |= {m["content"] for m in store.l0_by_ids(sorted(drop_l0))}
+            texts |= {m.content for m in store.l0_by_ids(sorted(drop_l0))}
     finally:
         store.close()
     if not ids and not drop_l0:

@@ -26,6 +26,7 @@ from memory_tencentdb import __version__
 from memory_tencentdb.pipeline import state
 from memory_tencentdb.store import admin, files
 from memory_tencentdb.store.db import L1_TYPES, Store, now_iso
+from memory_tencentdb.store.records import L0Message
 from memory_tencentdb.text.redact import redact, redact_obj
 
 HEADER_KIND = "memory-tencentdb-export"
@@ -50,25 +51,9 @@ class TransferReport:
 # --------------------------------------------------------------------------- export
 
 
-def _message_line(row: dict[str, Any]) -> dict[str, Any]:
-    line = {
-        "kind": "message",
-        "record_id": row["id"],
-        "scope": row["scope"],
-        "sessionKey": row["session_key"],
-        "sessionId": row["session_id"],
-        "recordedAt": row["recorded_at"],
-        "id": row["message_id"],
-        "role": row["role"],
-        "content": row["content"],
-        "timestamp": row["timestamp"],
-        "file": row["file"],
-    }
-    if row.get("speaker"):
-        line["speaker"] = row["speaker"]
-    if row.get("extra"):
-        line["extra"] = row["extra"]
-    return line
+def _message_line(m: L0Message) -> dict[str, Any]:
+    """An export line: the journal line (the same names) with its kind and file."""
+    return {"kind": "message", **m.journal_line(), "file": m.file}
 
 
 def _memory_line(row: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import prompts, rules
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.db import Store, new_id, now_iso
+from memory_tencentdb.store.records import L0Message
 from memory_tencentdb.text import relative_dates, tokenize
 from memory_tencentdb.text.sanitize import is_noise
 from memory_tencentdb.vectorizer import Vectorizer
@@ -43,14 +44,14 @@ CHANGE_RELEVANCE = 2.5
 class Chunk:
     scope: str
     session_key: str
-    rows: list[dict[str, Any]]  # every row in the chunk, qualifying or not
-    new: list[dict[str, Any]]  # rows to extract from
-    background: list[dict[str, Any]]
-    to_rowid: int
+    rows: list[L0Message]  # every message in the chunk, qualifying or not
+    new: list[L0Message]  # messages to extract from
+    background: list[L0Message]
+    to_seq: int  # sequence number of the chunk's last message
 
     @property
     def to_id(self) -> str:
-        return self.rows[-1]["id"]
+        return self.rows[-1].id
 
 
 @dataclass
@@ -88,10 +89,10 @@ class StageFailure(RuntimeError):
         self.truncated = truncated
 
 
-def should_extract(row: dict[str, Any]) -> bool:
-    if row["role"] not in ("user", "assistant"):
+def should_extract(row: L0Message) -> bool:
+    if row.role not in ("user", "assistant"):
         return False
-    text = (row["content"] or "").strip()
+    text = (row.content or "").strip()
     if not text or is_noise(text):
         return False
     if len(text) <= 5 and not re.search(r"[\w\u3400-\u9fff]", text):
@@ -112,13 +113,13 @@ def next_chunk(
         rows.append(row)
         if should_extract(row):
             new.append(row)
-    background: list[dict[str, Any]] = []
+    background: list[L0Message] = []
     if new:
-        before = store.l0_before(scope, session_key, new[0]["rowid"], WINDOW_BACKGROUND * 3)
-        sid = new[0]["session_id"]
-        background = [r for r in before if should_extract(r) and r["session_id"] == sid]
+        before = store.l0_before(scope, session_key, new[0].seq, WINDOW_BACKGROUND * 3)
+        sid = new[0].session_id
+        background = [r for r in before if should_extract(r) and r.session_id == sid]
         background = list(reversed(background[:WINDOW_BACKGROUND]))
-    return Chunk(scope, session_key, rows, new, background, rows[-1]["rowid"])
+    return Chunk(scope, session_key, rows, new, background, rows[-1].seq)
 
 
 def iso_local(ms: int, tz: tzinfo) -> str:
@@ -169,7 +170,7 @@ class L1Extractor:
         """Extract and arbitrate; returns the plan (no writes). Raises ``StageFailure``."""
         if not chunk.new:
             return {
-                "to_rowid": chunk.to_rowid,
+                "to_rowid": chunk.to_seq,
                 "to_id": chunk.to_id,
                 "ops": [],
                 "scene": previous_scene,
@@ -197,7 +198,7 @@ class L1Extractor:
             )
         if items:
             scene = items[-1].scene_name or scene
-        return {"to_rowid": chunk.to_rowid, "to_id": chunk.to_id, "ops": ops, "scene": scene}
+        return {"to_rowid": chunk.to_seq, "to_id": chunk.to_id, "ops": ops, "scene": scene}
 
     def _record(self, chunk: Chunk, d: Decision, origin: str) -> dict[str, Any]:
         now = now_iso()
@@ -207,8 +208,8 @@ class L1Extractor:
         if slot:
             metadata["slot"] = {"subject": slot[0], "value": slot[1]}
         session_id = next(
-            (r["session_id"] for r in chunk.new if r["id"] in item.source_ids),
-            chunk.new[-1]["session_id"],
+            (r.session_id for r in chunk.new if r.id in item.source_ids),
+            chunk.new[-1].session_id,
         )
         return {
             "id": d.id or new_id("m"),
@@ -230,16 +231,15 @@ class L1Extractor:
 
     # ------------------------------------------------------------------ extraction
 
-    def _render(self, rows: list[dict[str, Any]], alias: dict[str, str]) -> str:
+    def _render(self, rows: list[L0Message], alias: dict[str, str]) -> str:
         out = []
         for r in rows:
-            text = r["content"]
+            text = r.content
             if len(text) > MAX_MESSAGE_CHARS:
                 text = text[:MAX_MESSAGE_CHARS] + "…"
-            who = f" {r['speaker']}" if r.get("speaker") else ""  # the speaker's name
+            who = f" {r.speaker}" if r.speaker else ""  # the speaker's name
             out.append(
-                f"[{alias[r['id']]}] [{r['role']}{who}] [{iso_local(r['timestamp'], self.tz)}]:"
-                f" {text}"
+                f"[{alias[r.id]}] [{r.role}{who}] [{iso_local(r.timestamp, self.tz)}]: {text}"
             )
         return "\n\n".join(out)
 
@@ -256,7 +256,7 @@ class L1Extractor:
     def _extract_llm(self, chunk: Chunk, previous_scene: str) -> tuple[list[Extracted], str]:
         assert self.llm is not None
         ordered = chunk.background + chunk.new
-        alias = {r["id"]: f"m{i}" for i, r in enumerate(ordered, 1)}
+        alias = {r.id: f"m{i}" for i, r in enumerate(ordered, 1)}
         back = {v: k for k, v in alias.items()}
         parts = [
             self._tz_line(),
@@ -284,10 +284,10 @@ class L1Extractor:
         scenes = _as_scene_list(data)
         if scenes is None:
             raise StageFailure("l1-extraction: reply is JSON but not a list of scenes")
-        zh = any(rules.has_cjk(r["content"]) for r in chunk.new)
-        new_ids = {r["id"] for r in chunk.new}
-        user_ids = [r["id"] for r in chunk.new if r["role"] == "user"] or sorted(new_ids)
-        by_id = {r["id"]: r for r in ordered}
+        zh = any(rules.has_cjk(r.content) for r in chunk.new)
+        new_ids = {r.id for r in chunk.new}
+        user_ids = [r.id for r in chunk.new if r.role == "user"] or sorted(new_ids)
+        by_id = {r.id: r for r in ordered}
         items: list[Extracted] = []
         last_scene = previous_scene
         for scene in scenes:
@@ -319,7 +319,7 @@ class L1Extractor:
                     t = normalise_time(meta_in.get(key) or m.get(key), self.tz)
                     if t:
                         meta[key] = t
-                last_ms = max(by_id[s]["timestamp"] for s in sources if s in by_id)
+                last_ms = max(by_id[s].timestamp for s in sources if s in by_id)
                 items.append(
                     Extracted(
                         content=content.strip(),
@@ -336,10 +336,10 @@ class L1Extractor:
     def _extract_rules(self, chunk: Chunk) -> list[Extracted]:
         items: list[Extracted] = []
         for row in chunk.new:
-            if row["role"] != "user":
+            if row.role != "user":
                 continue
-            said = datetime.fromtimestamp(row["timestamp"] / 1000, UTC).astimezone(self.tz)
-            for m in rules.extract(row["content"]):
+            said = datetime.fromtimestamp(row.timestamp / 1000, UTC).astimezone(self.tz)
+            for m in rules.extract(row.content):
                 meta: dict[str, Any] = {"rule": m.kind}
                 span = relative_dates.resolve(m.content, said)
                 if span:
@@ -353,8 +353,8 @@ class L1Extractor:
                         type=m.type,
                         priority=m.priority,
                         scene_name=m.scene_name,
-                        source_ids=[row["id"]],
-                        timestamp=iso_local(row["timestamp"], self.tz),
+                        source_ids=[row.id],
+                        timestamp=iso_local(row.timestamp, self.tz),
                         slot=m.slot,
                         switch_to=m.switch_to,
                         switch_from=m.switch_from,

@@ -37,7 +37,7 @@ from memory_tencentdb.pipeline.l1 import WINDOW_NEW, L1Extractor, StageFailure, 
 from memory_tencentdb.pipeline.l2 import L2Result, L2Runner
 from memory_tencentdb.pipeline.persona import PersonaRunner
 from memory_tencentdb.store.db import Store
-from memory_tencentdb.store.records import ScopeState, SessionBacklog, SessionState
+from memory_tencentdb.store.records import L0Message, ScopeState, SessionBacklog, SessionState
 from memory_tencentdb.vectorizer import Vectorizer, mark_background
 
 log = logging.getLogger("memory_tencentdb.pipeline")
@@ -327,7 +327,9 @@ class Pipeline:
 
     # ------------------------------------------------------------------ capture / session end
 
-    def on_capture(self, scope: str, session_key: str, session_id: str, rows: list[dict]) -> None:
+    def on_capture(
+        self, scope: str, session_key: str, session_id: str, rows: list[L0Message]
+    ) -> None:
         """Capture listener: count the conversation, run L1 now or arm the idle timer."""
         if not rows or not self.enabled or self._skipped(session_key):
             return

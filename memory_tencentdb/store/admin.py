@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_tencentdb.store import files
-from memory_tencentdb.store.db import L0_COLUMNS, L1_COLUMNS, Store, now_iso
+from memory_tencentdb.store.db import L1_COLUMNS, Store, now_iso
+from memory_tencentdb.store.records import L0_SELECT, L0Message, l0_from_row
 
 L1_STATUSES = ("active", "superseded", "deleted")
 
@@ -187,8 +188,8 @@ def iter_memories(store: Store, scope: str | None, batch: int = 2000) -> Iterato
         last = rows[-1]["rowid"]
 
 
-def iter_messages(store: Store, scope: str | None, batch: int = 2000) -> Iterator[dict[str, Any]]:
-    """Every L0 row in rowid order, for export."""
+def iter_messages(store: Store, scope: str | None, batch: int = 2000) -> Iterator[L0Message]:
+    """Every L0 message in sequence order, for export."""
     last = 0
     where, params = "rowid > ?", []
     if scope is not None:
@@ -196,14 +197,14 @@ def iter_messages(store: Store, scope: str | None, batch: int = 2000) -> Iterato
         params.append(scope)
     while True:
         cur = store.reader().execute(
-            f"SELECT {L0_COLUMNS} FROM l0_messages WHERE {where} ORDER BY rowid LIMIT ?",
+            f"SELECT {L0_SELECT} FROM l0_messages WHERE {where} ORDER BY rowid LIMIT ?",
             [last, *params, batch],
         )
-        rows = [store._as_dict(cur, r) for r in cur.fetchall()]
+        rows = [l0_from_row(r) for r in cur.fetchall()]
         if not rows:
             return
         yield from rows
-        last = rows[-1]["rowid"]
+        last = rows[-1].seq
 
 
 def existing_ids(store: Store, layer: str, ids: list[str]) -> set[str]:

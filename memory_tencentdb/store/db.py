@@ -16,7 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from memory_tencentdb.store import files
 from memory_tencentdb.store.connection import Binding, choose_binding, connect
 from memory_tencentdb.store.migrations import migrate
 from memory_tencentdb.store.pipeline_tables import PipelineTables
+from memory_tencentdb.store.records import L0_SELECT, L0Message, l0_from_journal, l0_from_row
 from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index, VectorIndex, vec0_table_name
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.text.embedding_text import hash_input, l0_text
@@ -34,10 +35,6 @@ from memory_tencentdb.text.redact import redact, redact_obj
 
 log = logging.getLogger("memory_tencentdb.store")
 
-L0_COLUMNS = (
-    "rowid, id, scope, session_key, session_id, role, content, message_id, timestamp,"
-    " recorded_at, file, text_hash, extra, speaker"
-)
 L1_COLUMNS = (
     "rowid, id, scope, content, type, priority, scene_name, session_key, session_id, source_ids,"
     " metadata, timestamps, activity_start, activity_end, created_at, updated_at, status,"
@@ -227,33 +224,40 @@ class Store(PipelineTables):
 
     # ----------------------------------------------------------------- L0
 
-    def record_messages(self, messages: list[L0Input]) -> list[dict[str, Any]]:
-        """Append messages to the day's JSONL (durable), then index them. Returns the rows."""
+    def record_messages(self, messages: list[L0Input]) -> list[L0Message]:
+        """Append messages to the day's JSONL (durable), then index them. Returns them stored."""
         if not messages:
             return []
         recorded = datetime.now(UTC)
         recorded_at = recorded.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         rel = files.day_file("conversations", recorded, self.tz)
-        rows = []
-        for m in messages:
-            rows.append(
-                {
-                    "record_id": new_id("l0"),
-                    "scope": m.scope,
-                    "sessionKey": m.session_key,
-                    "sessionId": m.session_id,
-                    "recordedAt": recorded_at,
-                    "id": m.message_id,
-                    "role": m.role,
-                    "content": redact(m.content),  # secrets never reach a file
-                    "timestamp": m.timestamp,
-                    **({"speaker": m.speaker} if m.speaker else {}),
-                    **({"extra": redact_obj(m.extra)} if m.extra else {}),
-                }
+        stored = [
+            L0Message(
+                id=new_id("l0"),
+                scope=m.scope,
+                session_key=m.session_key,
+                session_id=m.session_id,
+                role=m.role,
+                content=redact(m.content),  # secrets never reach a file
+                timestamp=m.timestamp,
+                recorded_at=recorded_at,
+                message_id=m.message_id,
+                speaker=m.speaker,
+                extra=redact_obj(m.extra) if m.extra else {},
+                file=rel,
             )
-        files.append_lines(self.data_dir / rel, rows)
-        self.index_l0_lines(rows, rel)
-        return rows
+            for m in messages
+        ]
+        stored = [
+            replace(m, text_hash=text_hash(hash_input("l0", l0_text(m.content, m.speaker))))
+            for m in stored
+        ]
+        lines = [m.journal_line() for m in stored]
+        files.append_lines(self.data_dir / rel, lines)
+        seqs = self.index_l0_lines(lines, rel)
+        if len(seqs) == len(stored):  # fresh ids: every line was new
+            return [replace(m, seq=s) for m, s in zip(stored, seqs, strict=True)]
+        return self.l0_by_ids([m.id for m in stored])
 
     def index_l0_lines(self, rows: list[dict[str, Any]], rel_file: str) -> list[int]:
         """Insert JSONL L0 lines into the database (also used by reindex)."""
@@ -284,40 +288,59 @@ class Store(PipelineTables):
         params = []
         toks = []
         for r in rows:
-            content = str(r.get("content", ""))
-            speaker = str(r.get("speaker") or "")
-            indexed = l0_text(content, speaker)
+            m = l0_from_journal(r, rel_file)
+            indexed = l0_text(m.content, m.speaker)
             params.append(
                 (
-                    r["record_id"],
-                    r.get("scope") or "default",
-                    r.get("sessionKey", ""),
-                    r.get("sessionId", "") or "",
-                    r.get("role", "user"),
-                    content,
-                    str(r.get("id") or ""),
-                    int(r.get("timestamp") or 0),
-                    r.get("recordedAt", ""),
+                    m.id,
+                    m.scope,
+                    m.session_key,
+                    m.session_id,
+                    m.role,
+                    m.content,
+                    m.message_id,
+                    m.timestamp,
+                    m.recorded_at,
                     rel_file,
                     text_hash(hash_input("l0", indexed)),
-                    json.dumps(r.get("extra") or {}, ensure_ascii=False),
-                    speaker,
+                    json.dumps(m.extra, ensure_ascii=False),
+                    m.speaker,
                 )
             )
             toks.append(tokenize.index_text(indexed))
         return params, toks
 
-    def l0_rows(self, rowids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        return self._rows("l0_messages", L0_COLUMNS, rowids)
+    def l0_rows(self, seqs: Iterable[int]) -> dict[int, L0Message]:
+        """Messages by sequence number (those that exist)."""
+        out: dict[int, L0Message] = {}
+        for chunk in self._chunks(list(seqs)):
+            marks = ",".join("?" * len(chunk))
+            for row in (
+                self.reader()
+                .execute(f"SELECT {L0_SELECT} FROM l0_messages WHERE rowid IN ({marks})", chunk)
+                .fetchall()
+            ):
+                m = l0_from_row(row)
+                out[m.seq] = m
+        return out
 
-    def l0_by_ids(self, ids: list[str]) -> list[dict[str, Any]]:
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        cur = self.reader().execute(
-            f"SELECT {L0_COLUMNS} FROM l0_messages WHERE id IN ({marks}) ORDER BY timestamp", ids
-        )
-        return [self._as_dict(cur, row) for row in cur.fetchall()]
+    def l0_by_ids(self, ids: list[str]) -> list[L0Message]:
+        """Messages by record id, in the order they were said."""
+        out: list[L0Message] = []
+        for chunk in self._chunks(ids):
+            marks = ",".join("?" * len(chunk))
+            out += [
+                l0_from_row(r)
+                for r in self.reader()
+                .execute(f"SELECT {L0_SELECT} FROM l0_messages WHERE id IN ({marks})", chunk)
+                .fetchall()
+            ]
+        return sorted(out, key=lambda m: (m.timestamp, m.seq))
+
+    @staticmethod
+    def _chunks(values: list[Any], size: int = 500) -> Iterator[list[Any]]:
+        for i in range(0, len(values), size):
+            yield values[i : i + size]
 
     def count(self, table: str, scope: str | None = None) -> int:
         assert table in ("l0_messages", "l1_memories")

@@ -17,19 +17,20 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from memory_tencentdb.store.records import (
+    L0_SELECT,
     SCOPE_COLUMNS,
     SESSION_COLUMNS,
+    L0Message,
     ScopeState,
     SessionBacklog,
     SessionState,
+    l0_from_row,
     scope_from_row,
     session_from_row,
 )
 
 _SESSION_SELECT = ", ".join(SESSION_COLUMNS)
 _SCOPE_SELECT = ", ".join(SCOPE_COLUMNS)
-# The columns an L1 chunk needs of each L0 message.
-L0_CHUNK_COLUMNS = "rowid, id, role, content, timestamp, session_id, recorded_at, speaker"
 
 
 def _cols(values: dict[str, Any]) -> dict[str, Any]:
@@ -193,29 +194,25 @@ class PipelineTables:
                 out.append(SessionBacklog(scope, key))
         return out
 
-    def l0_after(
-        self, scope: str, session_key: str, after_seq: int, limit: int
-    ) -> list[dict[str, Any]]:
+    def l0_after(self, scope: str, session_key: str, after_seq: int, limit: int) -> list[L0Message]:
         """Messages of one session after sequence number ``after_seq``, in order (L1 chunks)."""
         cur = self.reader().execute(
-            f"SELECT {L0_CHUNK_COLUMNS} FROM l0_messages WHERE scope = ? AND session_key = ?"
+            f"SELECT {L0_SELECT} FROM l0_messages WHERE scope = ? AND session_key = ?"
             " AND rowid > ? ORDER BY rowid LIMIT ?",
             (scope, session_key, after_seq, limit),
         )
-        names = [c[0] for c in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        return [l0_from_row(r) for r in cur.fetchall()]
 
     def l0_before(
         self, scope: str, session_key: str, before_seq: int, limit: int
-    ) -> list[dict[str, Any]]:
+    ) -> list[L0Message]:
         """User and assistant messages of one session before ``before_seq``, newest first."""
         cur = self.reader().execute(
-            f"SELECT {L0_CHUNK_COLUMNS} FROM l0_messages WHERE scope = ? AND session_key = ?"
+            f"SELECT {L0_SELECT} FROM l0_messages WHERE scope = ? AND session_key = ?"
             " AND rowid < ? AND role IN ('user', 'assistant') ORDER BY rowid DESC LIMIT ?",
             (scope, session_key, before_seq, limit),
         )
-        names = [c[0] for c in cur.description]
-        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        return [l0_from_row(r) for r in cur.fetchall()]
 
     def count_l0_between(self, scope: str, session_key: str, after_seq: int, upto: int) -> int:
         return (

@@ -11,7 +11,8 @@ record id next to each cursor (``l1_cursor_id``, ``l2_cursor_id``) is what survi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import json
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -79,3 +80,100 @@ def scope_from_row(names: list[str], row: tuple[Any, ...]) -> ScopeState:
     for key in ("l2_last_run", "l2_due_at", "last_active"):
         d[key] = float(d[key] or 0)
     return ScopeState(**d)
+
+
+# --------------------------------------------------------------------------- L0 messages
+
+
+@dataclass(frozen=True, slots=True)
+class L0Message:
+    """One captured message (a row of ``l0_messages``), named as the HTTP API names it.
+
+    ``id`` is the store's record id (``l0_...``: the journal's ``record_id``, the ``id`` of a
+    ``/search/conversations`` item, an entry of a memory's ``source_message_ids``);
+    ``message_id`` is the host's own id of the message (the journal's ``id``). ``seq`` is the
+    backend's sequence number (SQLite's rowid): an order and a cursor, never an identity, since
+    a rebuild renumbers it; 0 for a message not yet stored.
+    """
+
+    id: str
+    scope: str
+    session_key: str
+    session_id: str
+    role: str
+    content: str
+    timestamp: int  # when it was said, epoch milliseconds (the host's, else capture time)
+    recorded_at: str  # when the store wrote it, ISO-8601 UTC
+    message_id: str = ""
+    speaker: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    seq: int = 0
+    file: str = ""  # the journal file (relative to the data directory)
+    text_hash: str = ""
+
+    def journal_line(self) -> dict[str, Any]:
+        """The message as a line of the L0 journal (and of an export)."""
+        line: dict[str, Any] = {
+            "record_id": self.id,
+            "scope": self.scope,
+            "sessionKey": self.session_key,
+            "sessionId": self.session_id,
+            "recordedAt": self.recorded_at,
+            "id": self.message_id,
+            "role": self.role,
+            "content": self.content,
+            "timestamp": self.timestamp,
+        }
+        if self.speaker:
+            line["speaker"] = self.speaker
+        if self.extra:
+            line["extra"] = self.extra
+        return line
+
+
+def l0_from_journal(line: dict[str, Any], file: str = "") -> L0Message:
+    """A journal (or export) line as a message; old lines lacking a field get its default."""
+    return L0Message(
+        id=str(line["record_id"]),
+        scope=str(line.get("scope") or "default"),
+        session_key=str(line.get("sessionKey") or ""),
+        session_id=str(line.get("sessionId") or ""),
+        role=str(line.get("role") or "user"),
+        content=str(line.get("content", "")),
+        timestamp=int(line.get("timestamp") or 0),
+        recorded_at=str(line.get("recordedAt") or ""),
+        message_id=str(line.get("id") or ""),
+        speaker=str(line.get("speaker") or ""),
+        extra=line.get("extra") or {},
+        file=file,
+    )
+
+
+# The database columns, in ``L0Message`` order (the column ``rowid`` is the field ``seq``).
+L0_SELECT = (
+    "id, scope, session_key, session_id, role, content, timestamp, recorded_at, message_id,"
+    " speaker, extra, rowid, file, text_hash"
+)
+
+
+def l0_from_row(row: tuple[Any, ...]) -> L0Message:
+    """A row selected with ``L0_SELECT`` (``extra`` is JSON text in the database)."""
+    extra = row[10]
+    if isinstance(extra, str):
+        extra = json.loads(extra or "{}")
+    return L0Message(
+        row[0],
+        row[1],
+        row[2],
+        row[3] or "",
+        row[4],
+        row[5],
+        int(row[6] or 0),
+        row[7] or "",
+        row[8] or "",
+        row[9] or "",
+        extra or {},
+        int(row[11]),
+        row[12] or "",
+        row[13] or "",
+    )

@@ -278,7 +278,7 @@ def test_half_applied_plan_is_replayed_not_re_extracted(start_gateway, tmp_path)
                 "type": "persona",
                 "priority": 70,
                 "session_key": "s1",
-                "source_message_ids": [rows[0]["record_id"]],
+                "source_message_ids": [rows[0].id],
                 "timestamps": ["2023-11-14T22:13:20+00:00"],
                 "status": "active",
                 "origin": "rules",

@@ -1,0 +1,148 @@
+"""The store hands out typed records with one name per fact, on both backends, and a message
+keeps its id and fields from the JSONL journal through the store to the HTTP answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import FrozenInstanceError, fields
+from datetime import UTC
+from pathlib import Path
+
+import pytest
+
+from memory_tencentdb.store.db import L0Input, Store
+from memory_tencentdb.store.records import L0Message
+from tests.support import postgres
+from tests.support.gateway import GatewayProcess
+
+pytestmark = pytest.mark.both_backends
+
+L0_FIELDS = {
+    "id",
+    "scope",
+    "session_key",
+    "session_id",
+    "role",
+    "content",
+    "timestamp",
+    "recorded_at",
+    "message_id",
+    "speaker",
+    "extra",
+    "seq",
+    "file",
+    "text_hash",
+}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    if postgres.backend_under_test() == "postgres":
+        from memory_tencentdb.store.postgres import PostgresStore
+
+        s: Store = PostgresStore(tmp_path, UTC, dsn=postgres.new_database())
+    else:
+        s = Store(tmp_path, UTC)
+    yield s
+    s.close()
+
+
+def _journal(data_dir: Path, folder: str) -> list[dict]:
+    out = []
+    for f in sorted((data_dir / folder).glob("*.jsonl")):
+        out += [json.loads(line) for line in f.read_text("utf-8").splitlines() if line.strip()]
+    return out
+
+
+def test_store_returns_l0_messages_with_the_api_names(store: Store, tmp_path: Path):
+    said = [
+        L0Input(
+            "s1", "k1", "run-1", "user", "我对花生过敏", 1_700_000_000_000, "host-1", None, "小王"
+        ),
+        L0Input("s1", "k1", "run-1", "assistant", "Noted: no peanuts.", 1_700_000_000_001),
+        L0Input("s1", "k2", "run-2", "user", "I live in Lisbon", 1_700_000_000_002, "host-3"),
+    ]
+    stored = store.record_messages(said)
+    assert all(type(m) is L0Message for m in stored)
+    assert {f.name for f in fields(L0Message)} == L0_FIELDS
+    first = stored[0]
+    assert (first.scope, first.session_key, first.session_id, first.role) == (
+        "s1",
+        "k1",
+        "run-1",
+        "user",
+    )
+    assert (first.content, first.message_id, first.speaker) == ("我对花生过敏", "host-1", "小王")
+    assert first.id.startswith("l0_") and first.seq > 0 and first.text_hash
+    with pytest.raises(FrozenInstanceError):
+        first.content = "changed"  # type: ignore[misc]
+
+    # Every read hands out the same record (sequence number, file and hash included).
+    assert store.l0_rows([m.seq for m in stored]) == {m.seq: m for m in stored}
+    assert store.l0_by_ids([m.id for m in stored]) == stored
+    assert store.l0_after("s1", "k1", 0, 10) == stored[:2]
+    assert store.l0_after("s1", "k1", first.seq, 10) == stored[1:2]
+    assert store.l0_before("s1", "k1", stored[1].seq + 1, 10) == [stored[1], first]
+    assert store.l0_seq(first.id) == first.seq
+
+    # The journal line names the same facts its own way; the record translates exactly.
+    lines = {line["record_id"]: line for line in _journal(tmp_path, "conversations")}
+    for m in stored:
+        assert lines[m.id] == m.journal_line()
+    assert lines[first.id]["id"] == "host-1" and lines[first.id]["sessionKey"] == "k1"
+    assert first.file and (tmp_path / first.file).is_file()
+
+
+def test_one_message_id_from_the_journal_to_the_http_answers(start_gateway, scope: str):
+    gw: GatewayProcess = start_gateway(
+        env={
+            "TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "1",
+            "TDAI_EMBEDDING_PROVIDER": "none",
+        }
+    )
+    with gw.client() as c:
+        r = c.post(
+            "/capture",
+            json={
+                "scope": scope,
+                "session_key": "k1",
+                "session_id": "run-1",
+                "messages": [
+                    {"role": "user", "content": "我对花生过敏", "id": "host-u1", "speaker": "小王"},
+                    {"role": "assistant", "content": "好的，记住了。", "id": "host-a1"},
+                ],
+            },
+        )
+        assert r.status_code == 200, r.text
+        assert c.post("/session/end", json={"scope": scope, "session_key": "k1"}).json()["flushed"]
+        found = c.post(
+            "/search/conversations", json={"scope": scope, "query": "花生过敏", "limit": 5}
+        ).json()["items"]
+        listed = c.get("/memories", params={"scope": scope}).json()["items"]
+        traced = [c.get(f"/memories/{m['id']}", params={"scope": scope}).json() for m in listed]
+
+    line = next(
+        x for x in _journal(gw.data_dir, "conversations") if x.get("scope") == scope
+    )  # the user's message, as the journal has it
+    assert line["id"] == "host-u1" and line["content"] == "我对花生过敏"
+    hit = next(i for i in found if i["content"] == "我对花生过敏")
+    assert hit["id"] == line["record_id"]
+    assert (hit["message_id"], hit["session_key"], hit["session_id"], hit["speaker"]) == (
+        "host-u1",
+        "k1",
+        "run-1",
+        "小王",
+    )
+    assert (hit["recorded_at"], hit["timestamp"]) == (line["recordedAt"], line["timestamp"])
+
+    cited = [m for m in listed if line["record_id"] in m["source_message_ids"]]
+    assert cited, listed  # the allergy was extracted from that message, and names it
+    sources = [s for t in traced for s in t["trace"]["source_messages"]]
+    source = next(s for s in sources if s["id"] == line["record_id"])
+    assert (source["content"], source["session_key"], source["timestamp"]) == (
+        line["content"],
+        "k1",
+        line["timestamp"],
+    )
+    assert source["file"].startswith("conversations/")

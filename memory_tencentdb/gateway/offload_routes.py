@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from memory_tencentdb.engine import Engine
@@ -27,8 +27,14 @@ def _unprocessable(e: OffloadInputError) -> JSONResponse:
 
 
 def offload_router(engine: Engine) -> APIRouter:
-    router = APIRouter(prefix="/offload")
     svc = engine.offload
+
+    async def warm_tokenizer() -> None:
+        """Any offload request means a host uses it: load the token encoding now, in the
+        background (async: no thread hop per request; ``preload`` never waits)."""
+        svc.tokens.preload()
+
+    router = APIRouter(prefix="/offload", dependencies=[Depends(warm_tokenizer)])
 
     @router.post("/tool-result")
     def tool_result(body: s.OffloadToolResultBody, request: Request) -> Any:

@@ -84,7 +84,7 @@ class OffloadService:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        threading.Thread(target=self.tokens.load, name="offload-tokenizer", daemon=True).start()
+        # No tokenizer here: it loads on the first /offload/* request (see offload/tokens.py).
         if self.llm_worker is not None:
             self.llm_worker.start()
         threading.Thread(target=self._at_start, name="offload-start", daemon=True).start()

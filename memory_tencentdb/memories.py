@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_tencentdb.store.db import Store, new_id, now_iso
+from memory_tencentdb.store.records import Memory
 from memory_tencentdb.vectorizer import Vectorizer
 
 
@@ -29,41 +30,40 @@ def write_memory(
     source_ids: list[str] | None = None,
     metadata: dict[str, Any] | None = None,
     origin: str = "api",
-) -> dict[str, Any]:
+) -> Memory:
     now = now_iso()
-    record = {
-        "id": new_id("m"),
-        "scope": scope,
-        "content": content.strip(),
-        "type": type_,
-        "priority": priority,
-        "scene_name": scene_name,
-        "session_key": session_key,
-        "session_id": session_id,
-        "source_message_ids": source_ids or [],
-        "metadata": metadata or {},
-        "timestamps": [now],
-        "created_at": now,
-        "updated_at": now,
-        "status": "active",
-        "origin": origin,
-    }
-    rowid = store.write_memory(record)
-    vectorizer.expect(scope, [rowid])
-    return record
+    stored = store.write_memory(
+        Memory(
+            id=new_id("m"),
+            scope=scope,
+            content=content.strip(),
+            type=type_,
+            priority=priority,
+            scene_name=scene_name,
+            session_key=session_key,
+            session_id=session_id,
+            source_message_ids=source_ids or [],
+            metadata=metadata or {},
+            timestamps=[now],
+            created_at=now,
+            updated_at=now,
+            origin=origin,
+        )
+    )
+    vectorizer.expect(scope, [stored.seq])
+    return stored
 
 
 def memory_with_trace(store: Store, memory_id: str, scope: str) -> dict[str, Any] | None:
     """A memory of ``scope``, the raw messages it came from, what replaced it and what it
     replaced. Another scope's memory is None (not found), exactly like a missing id."""
     row = store.memory_by_id(memory_id)
-    if row is None or row["scope"] != scope:
+    if row is None or row.scope != scope:
         return None
-    out = {k: v for k, v in row.items() if k not in ("rowid", "text_hash")}
-    out["source_message_ids"] = out.pop("source_ids")
-    sources = [m for m in store.l0_by_ids(row["source_ids"]) if m.scope == scope]
+    out = row.public()
+    sources = [m for m in store.l0_by_ids(row.source_message_ids) if m.scope == scope]
     out["trace"] = {
-        "file": row["file"],
+        "file": row.file,
         "source_messages": [
             {
                 "id": m.id,
@@ -75,11 +75,17 @@ def memory_with_trace(store: Store, memory_id: str, scope: str) -> dict[str, Any
             }
             for m in sources
         ],
-        "superseded_by": row["superseded_by"] or None,
+        "superseded_by": row.superseded_by or None,
         "history": [
-            {k: h[k] for k in ("id", "content", "status", "updated_at", "superseded_by")}
+            {
+                "id": h.id,
+                "content": h.content,
+                "status": h.status,
+                "updated_at": h.updated_at,
+                "superseded_by": h.superseded_by,
+            }
             for h in store.memory_history(memory_id)
-            if h["scope"] == scope
+            if h.scope == scope
         ],
     }
     return out

@@ -27,6 +27,7 @@ from typing import Any
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.retrieval import newer_first, retrieve
 from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
 
@@ -139,26 +140,26 @@ def _recall(
             relevant.sort(key=lambda kv: (-kv[1], kv[0]))
         for rowid, score in relevant[: cfg.max_results]:
             row = rows.get(rowid)
-            if row is None or row["status"] != "active":
+            if row is None or row.status != "active":
                 continue
             result.memories.append(
                 {
-                    "id": row["id"],
-                    "content": row["content"],
-                    "type": row["type"],
-                    "priority": row["priority"],
-                    "scene_name": row["scene_name"],
+                    "id": row.id,
+                    "content": row.content,
+                    "type": row.type,
+                    "priority": row.priority,
+                    "scene_name": row.scene_name,
                     "score": round(score, 6),
                     "_row": row,
                     # Where it came from, when more than one scope was searched.
-                    **({"scope": row["scope"]} if team_scopes else {}),
+                    **({"scope": row.scope} if team_scopes else {}),
                 }
             )
     if len(result.memories) > 1:
         # A later statement on the same subject goes ahead of the one it replaced.
         by_id = {m["id"]: m for m in result.memories}
         result.memories = [
-            by_id[r["id"]] for r in newer_first(store, [m["_row"] for m in result.memories])
+            by_id[r.id] for r in newer_first(store, [m["_row"] for m in result.memories])
         ]
     lines = _budget(
         [_memory_line(m["_row"], tz) for m in result.memories],
@@ -184,7 +185,7 @@ def _recall(
 
 def _relevant_in(
     store: Store, vectorizer: Vectorizer, cfg: Any, scope: str, clean: str
-) -> tuple[list[tuple[int, float]], dict[int, dict[str, Any]], str, dict[str, Any]]:
+) -> tuple[list[tuple[int, float]], dict[int, Memory], str, dict[str, Any]]:
     """One scope's candidates that pass the relevance cut, their rows, the strategy that ran
     and the cut's summary."""
     hits = retrieve(
@@ -204,7 +205,7 @@ def _relevant_in(
     # relevance only the ones shown are read.
     cut = any(e.relevance is not None for e in hits.evidence.values())
     rows = store.l1_rows([r for r, _ in (hits.ranked if cut else hits.ranked[: cfg.max_results])])
-    standing = {r for r, row in rows.items() if row["type"] == "instruction"}
+    standing = {r for r, row in rows.items() if row.type == "instruction"}
     relevant, summary = relevant_hits(hits, cfg.max_results, standing, clean)
     return relevant, rows, strategy, summary
 
@@ -359,23 +360,23 @@ def _scene_navigation(data_dir: Path) -> str:
     return "Scenes the user has been through (open a file for details):\n\n" + "\n\n".join(blocks)
 
 
-def _memory_line(row: dict[str, Any], tz: tzinfo) -> str:
+def _memory_line(row: Memory, tz: tzinfo) -> str:
     # One memory, one line: a line break in stored text must not start a forged memory line.
-    label = row["type"] + (f"|{one_line(row['scene_name'])}" if row["scene_name"] else "")
-    line = f"- [{escape_tags(label)}] {escape_tags(one_line(row['content']))}"
+    label = row.type + (f"|{one_line(row.scene_name)}" if row.scene_name else "")
+    line = f"- [{escape_tags(label)}] {escape_tags(one_line(row.content))}"
     when = _activity(row, tz)
     return f"{line} ({when})" if when else line
 
 
-def _activity(row: dict[str, Any], tz: tzinfo) -> str:
-    start, end = _fmt_time(row["activity_start"], tz), _fmt_time(row["activity_end"], tz)
+def _activity(row: Memory, tz: tzinfo) -> str:
+    start, end = _fmt_time(row.activity_start, tz), _fmt_time(row.activity_end, tz)
     if start and end:
         return f"活动时间: {start} ~ {end}"
     if start:
         return f"活动时间: {start}起"
     if end:
         return f"活动时间: 至{end}"
-    first = _fmt_time((row["timestamps"] or [""])[0] or row["created_at"], tz)
+    first = _fmt_time((row.timestamps or [""])[0] or row.created_at, tz)
     return f"活动时间: {first}" if first else ""
 
 

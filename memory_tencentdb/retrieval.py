@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.vectorizer import Vectorizer
 
@@ -338,29 +339,29 @@ def retrieve(
 SAME_SUBJECT_OVERLAP = 0.5
 
 
-def newer_first(store: Store, rows: list[dict]) -> list[dict]:
+def newer_first(store: Store, rows: list[Memory]) -> list[Memory]:
     """``rows`` (L1 rows, best first) with every later statement moved ahead of an earlier one
     on the same subject: when the user said two things about one subject, what they said last
     is what holds, so it must not be outranked by what it replaced."""
     from memory_tencentdb.pipeline.rules import same_subject  # the extractor's notion of a slot
 
     # The words already in the keyword index (one read, no re-tokenising), stop words aside.
-    indexed = store.indexed_tokens("l1", [r["rowid"] for r in rows])
-    terms = [indexed.get(r["rowid"], set()) - tokenize.STOP_WORDS for r in rows]
+    indexed = store.indexed_tokens("l1", [r.seq for r in rows])
+    terms = [indexed.get(r.seq, set()) - tokenize.STOP_WORDS for r in rows]
     out = list(range(len(rows)))
     for j in range(1, len(rows)):
         for i in range(j):
             a, b = out.index(i), out.index(j)
             if b < a or not _same_subject(rows[i], rows[j], terms[i], terms[j], same_subject):
                 continue
-            if (rows[j].get("created_at") or "") > (rows[i].get("created_at") or ""):
+            if rows[j].created_at > rows[i].created_at:
                 out.insert(a, out.pop(b))
     return [rows[k] for k in out]
 
 
-def _same_subject(x: dict, y: dict, tx: set, ty: set, same_subject) -> bool:
-    sx = (x.get("metadata") or {}).get("slot")
-    sy = (y.get("metadata") or {}).get("slot")
+def _same_subject(x: Memory, y: Memory, tx: set, ty: set, same_subject) -> bool:
+    sx = x.metadata.get("slot")
+    sy = y.metadata.get("slot")
     if isinstance(sx, dict) and isinstance(sy, dict):
         return bool(same_subject(str(sx.get("subject", "")), str(sy.get("subject", ""))))
     union = tx | ty

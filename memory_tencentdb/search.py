@@ -11,6 +11,7 @@ from typing import Any
 
 from memory_tencentdb.retrieval import Hits, newer_first, retrieve
 from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
 
@@ -38,45 +39,35 @@ def search_memories(
         depth=limit * (6 if filtered else 3),
     )
     rows = store.l1_rows([r for r, _ in hits.ranked])
-    rows_by_id = {row["id"]: row for row in rows.values()}
+    shown: list[Memory] = []
     items = []
-    for rowid, score in hits.ranked:
-        row = rows.get(rowid)
-        if row is None or row["status"] != "active":
+    for seq, score in hits.ranked:
+        m = rows.get(seq)
+        if m is None or m.status != "active":
             continue
-        if type_filter and row["type"] != type_filter:
+        if type_filter and m.type != type_filter:
             continue
-        if scene and scene.lower() not in row["scene_name"].lower():
+        if scene and scene.lower() not in m.scene_name.lower():
             continue
+        shown.append(m)
         items.append(
             {
-                "id": row["id"],
-                "content": row["content"],
-                "type": row["type"],
-                "priority": row["priority"],
-                "scene_name": row["scene_name"],
+                "id": m.id,
+                "content": m.content,
+                "type": m.type,
+                "priority": m.priority,
+                "scene_name": m.scene_name,
                 "score": round(score, 6),
-                **({"scope": row["scope"]} if team_scopes else {}),
-                "created_at": row["created_at"],
-                "updated_at": row["updated_at"],
+                **({"scope": m.scope} if team_scopes else {}),
+                "created_at": m.created_at,
+                "updated_at": m.updated_at,
             }
         )
         if len(items) >= limit:
             break
     if len(items) > 1:
         by_id = {it["id"]: it for it in items}
-        ordered = newer_first(
-            store,
-            [
-                {
-                    **it,
-                    "metadata": rows_by_id[it["id"]]["metadata"],
-                    "rowid": rows_by_id[it["id"]]["rowid"],
-                }
-                for it in items
-            ],
-        )
-        items = [by_id[it["id"]] for it in ordered]
+        items = [by_id[m.id] for m in newer_first(store, shown)]
     strategy_used = hits.strategy if hits.ranked else ("none" if not clean else hits.strategy)
     return {
         "results": _render_memories(items),

@@ -362,9 +362,9 @@ class Vectorizer:
         if layer == "l1":
             found = self.store.l1_rows(rowids)
             return [
-                (r, row["scope"], row["text_hash"], row["content"])
-                for r, row in found.items()
-                if row["status"] == "active"
+                (r, m.scope, m.text_hash, m.content)
+                for r, m in found.items()
+                if m.status == "active"
             ]
         messages = self.store.l0_rows(rowids)
         return [

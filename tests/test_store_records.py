@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from memory_tencentdb.store import admin
 from memory_tencentdb.store.db import L0Input, Store
-from memory_tencentdb.store.records import L0Message
+from memory_tencentdb.store.records import KeywordHit, L0Message, Memory
 from tests.support import postgres
 from tests.support.gateway import GatewayProcess
 
@@ -92,6 +93,94 @@ def test_store_returns_l0_messages_with_the_api_names(store: Store, tmp_path: Pa
         assert lines[m.id] == m.journal_line()
     assert lines[first.id]["id"] == "host-1" and lines[first.id]["sessionKey"] == "k1"
     assert first.file and (tmp_path / first.file).is_file()
+
+
+MEMORY_FIELDS = {
+    "id",
+    "scope",
+    "content",
+    "type",
+    "priority",
+    "scene_name",
+    "session_key",
+    "session_id",
+    "source_message_ids",
+    "metadata",
+    "timestamps",
+    "created_at",
+    "updated_at",
+    "status",
+    "superseded_by",
+    "origin",
+    "seq",
+    "file",
+    "text_hash",
+}
+
+
+def test_store_returns_memories_with_the_api_names(store: Store, tmp_path: Path):
+    [said] = store.record_messages(
+        [
+            L0Input(
+                "s1", "k1", "run-1", "user", "我对花生过敏 and I love green tea", 1_700_000_000_000
+            )
+        ]
+    )
+    first = store.write_memory(
+        Memory(
+            id="m_tea",
+            scope="s1",
+            content="The user loves green tea",
+            type="persona",
+            priority=70,
+            scene_name="饮食",
+            session_key="k1",
+            session_id="run-1",
+            source_message_ids=[said.id],
+            metadata={"activity_start_time": "2023-11-14T22:13:20+00:00"},
+            timestamps=["2023-11-14T22:13:20+00:00"],
+            origin="extraction",
+        )
+    )
+    assert type(first) is Memory and {f.name for f in fields(Memory)} == MEMORY_FIELDS
+    assert first.seq > 0 and first.text_hash and first.file.startswith("records/")
+    assert first.created_at and first.updated_at and first.status == "active"
+    with pytest.raises(FrozenInstanceError):
+        first.content = "changed"  # type: ignore[misc]
+
+    # Every read hands out the record write_memory returned.
+    assert store.memory_by_id("m_tea") == first
+    assert store.l1_rows([first.seq]) == {first.seq: first}
+    assert store.memories_by_ids(["m_tea", "m_none"]) == [first]
+    assert store.l1_after("s1", 0, 10) == [first]
+    assert store.top_memories("s1", "persona", 5) == [first]
+    assert list(admin.iter_memories(store, "s1")) == [first]
+    assert admin.list_memories(store, "s1") == [first]
+    hits = store.keyword_search("l1", "s1", ["green", "tea"], 5)
+    assert hits and type(hits[0]) is KeywordHit and hits[0].seq == first.seq
+    seq, score = hits[0]
+    assert 0 < score < 1
+
+    # A later version replaces it; the old text is history, newest first.
+    old = store.write_memory(
+        Memory(**{**_as_kwargs(first), "id": "m_tea.v1", "status": "superseded"})
+    )
+    store.set_memory_status("m_tea.v1", "superseded", "m_tea")
+    assert [h.id for h in store.memory_history("m_tea")] == ["m_tea.v1"]
+    assert store.memory_history("m_tea")[0].superseded_by == "m_tea" and old.seq > first.seq
+
+    # The journal line and the API dict name each fact as the record does.
+    line = next(x for x in _journal(tmp_path, "records") if x["id"] == "m_tea")
+    assert line == first.journal_line()
+    assert line["source_message_ids"] == [said.id]
+    public = first.public()
+    assert public["source_message_ids"] == [said.id]
+    assert public["activity_start"] == "2023-11-14T22:13:20+00:00"
+    assert "seq" not in public and "text_hash" not in public and "rowid" not in public
+
+
+def _as_kwargs(m: Memory) -> dict:
+    return {f.name: getattr(m, f.name) for f in fields(Memory)}
 
 
 def test_one_message_id_from_the_journal_to_the_http_answers(start_gateway, scope: str):

@@ -186,7 +186,7 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
             scene_name=body.scene_name,
             metadata=body.metadata,
         )
-        return {"id": record["id"]}
+        return {"id": record.id}
 
     @app.get("/memories/{memory_id}")
     def get_memory(

@@ -11,6 +11,7 @@ from memory_tencentdb.pipeline import layout
 from memory_tencentdb.pipeline.scenes import META_END, parse_scene, strip_navigation
 from memory_tencentdb.store import admin
 from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.records import Memory
 
 MAX_PAGE = 1000
 _RELATIVE = re.compile(r"^\s*(\d+)\s*([mhdw])\s*$", re.IGNORECASE)
@@ -49,12 +50,9 @@ def parse_since(value: str | None) -> str | None:
     return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def public_memory(row: dict[str, Any]) -> dict[str, Any]:
-    """A memory as the API shows it (no rowid or hash: those are the index's business)."""
-    out = {k: v for k, v in row.items() if k not in ("rowid", "text_hash")}
-    if "source_ids" in out:
-        out["source_message_ids"] = out.pop("source_ids")
-    return out
+def public_memory(memory: Memory) -> dict[str, Any]:
+    """A memory as the API shows it (no sequence number or hash: the index's business)."""
+    return memory.public()
 
 
 def list_memories(
@@ -92,7 +90,7 @@ def list_memories(
         since=parse_since(since),
         session_key=session_key,
         limit=limit + 1,
-        before_rowid=before,
+        before_seq=before,
     )
     more = len(rows) > limit
     rows = rows[:limit]
@@ -100,7 +98,7 @@ def list_memories(
         "scope": scope,
         "total": len(rows),
         "items": [public_memory(r) for r in rows],
-        "next_cursor": str(rows[-1]["rowid"]) if more and rows else None,
+        "next_cursor": str(rows[-1].seq) if more and rows else None,
     }
 
 

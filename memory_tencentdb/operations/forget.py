@@ -14,6 +14,7 @@ the memories that are left. ``purge`` (offline) then removes the text from every
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,84 +47,62 @@ def correct(
     priority: int | None = None,
 ) -> dict[str, Any]:
     row = store.memory_by_id(memory_id)
-    if row is None or row["scope"] != scope:
+    if row is None or row.scope != scope:
         raise NotFound(f"No memory with id {memory_id!r}")
-    if row["status"] != "active":
-        raise BadRequest(f"memory {memory_id!r} is {row['status']}; only active memories change")
+    if row.status != "active":
+        raise BadRequest(f"memory {memory_id!r} is {row.status}; only active memories change")
     if content is None and type_ is None and priority is None:
         raise BadRequest("nothing to change: give content, type or priority")
     now = now_iso()
     version = f"{memory_id}.v{admin.count_versions(store, memory_id) + 1}"
-    base = {
-        "scope": row["scope"],
-        "type": row["type"],
-        "priority": row["priority"],
-        "scene_name": row["scene_name"],
-        "session_key": row["session_key"],
-        "session_id": row["session_id"],
-        "source_message_ids": row["source_ids"],
-        "metadata": row["metadata"],
-        "timestamps": row["timestamps"],
-        "origin": row["origin"],
-    }
     # The old version first: if we crash between the two lines, nothing is lost.
     store.write_memory(
-        {
-            **base,
-            "id": version,
-            "content": row["content"],
-            "created_at": row["created_at"],
-            "updated_at": now,
-            "status": "superseded",
-            "superseded_by": memory_id,
-        }
+        replace(row, id=version, updated_at=now, status="superseded", superseded_by=memory_id)
     )
-    new = {
-        **base,
-        "id": memory_id,
-        "content": (content if content is not None else row["content"]).strip(),
-        "type": type_ or row["type"],
-        "priority": priority if priority is not None else row["priority"],
-        "metadata": {**row["metadata"], "corrected_at": now},
-        "timestamps": [*row["timestamps"], now],
-        "created_at": row["created_at"],
-        "updated_at": now,
-        "status": "active",
-    }
+    new = replace(
+        row,
+        content=(content if content is not None else row.content).strip(),
+        type=type_ or row.type,
+        priority=priority if priority is not None else row.priority,
+        metadata={**row.metadata, "corrected_at": now},
+        timestamps=[*row.timestamps, now],
+        updated_at=now,
+        status="active",
+        superseded_by="",
+    )
     # Durable and keyword-indexed once this returns; a changed text also left the vector
     # indexes with it (the store drops stale vectors), and the background loop embeds the new
     # text (embedding on the request cost ~250 ms). Recalls of the scope wait briefly for it.
-    rowid = store.write_memory(new)
-    fresh = store.l1_rows([rowid])[rowid]
-    if fresh["text_hash"] != row["text_hash"]:
-        vectorizer.expect(scope, [rowid])
-    if content is not None and content.strip() != row["content"]:
-        request_rebuild(store, scope, [row["content"]])
+    fresh = store.write_memory(new)
+    if fresh.text_hash != row.text_hash:
+        vectorizer.expect(scope, [fresh.seq])
+    if content is not None and content.strip() != row.content:
+        request_rebuild(store, scope, [row.content])
     return public_memory(fresh)
 
 
 def delete(store: Store, memory_ids: list[str], scope: str, reason: str) -> list[dict[str, Any]]:
     """Forget memories of ``scope`` (and their older versions). Unknown ids raise NotFound
     before anything is written."""
-    rows = {r["id"]: r for r in admin.l1_by_ids(store, memory_ids)}
-    missing = [m for m in memory_ids if m not in rows or rows[m]["scope"] != scope]
+    rows = {r.id: r for r in admin.l1_by_ids(store, memory_ids)}
+    missing = [m for m in memory_ids if m not in rows or rows[m].scope != scope]
     if missing:
         raise NotFound(f"No memory with id {missing[0]!r}")
-    live = [m for m in memory_ids if rows[m]["status"] != "deleted"]
+    live = [m for m in memory_ids if rows[m].status != "deleted"]
     older = [h for h in admin.history_ids(store, live) if h not in rows]
-    history = [r for r in admin.l1_by_ids(store, older) if r["status"] != "deleted"]
-    admin.append_tombstones(store, live + [h["id"] for h in history], reason)
-    texts = [rows[m]["content"] for m in live] + [h["content"] for h in history]
+    history = [r for r in admin.l1_by_ids(store, older) if r.status != "deleted"]
+    admin.append_tombstones(store, live + [h.id for h in history], reason)
+    texts = [rows[m].content for m in live] + [h.content for h in history]
     if live:
         request_rebuild(store, scope, texts)
         log.info("forgot %d memories (%d older versions) in %s", len(live), len(history), scope)
     return [
         {
             "id": m,
-            "content": rows[m]["content"],
-            "type": rows[m]["type"],
-            "already_deleted": rows[m]["status"] == "deleted",
-            "versions": len([h for h in history if h["superseded_by"] == m]),
+            "content": rows[m].content,
+            "type": rows[m].type,
+            "already_deleted": rows[m].status == "deleted",
+            "versions": len([h for h in history if h.superseded_by == m]),
         }
         for m in memory_ids
     ]
@@ -131,11 +110,11 @@ def delete(store: Store, memory_ids: list[str], scope: str, reason: str) -> list
 
 def preview(store: Store, memory_ids: list[str], scope: str) -> list[dict[str, Any]]:
     """The active memories of ``scope`` these ids name (NotFound for any other id)."""
-    rows = {r["id"]: r for r in admin.l1_by_ids(store, memory_ids)}
+    rows = {r.id: r for r in admin.l1_by_ids(store, memory_ids)}
     for m in memory_ids:
-        if m not in rows or rows[m]["scope"] != scope or rows[m]["status"] == "deleted":
+        if m not in rows or rows[m].scope != scope or rows[m].status == "deleted":
             raise NotFound(f"No memory with id {m!r}")
-    return [{"id": m, "content": rows[m]["content"], "type": rows[m]["type"]} for m in memory_ids]
+    return [{"id": m, "content": rows[m].content, "type": rows[m].type} for m in memory_ids]
 
 
 def forget_query(
@@ -165,14 +144,14 @@ def forget_query(
     matched, candidates = [], []
     for rowid, score in hits.ranked:
         row = rows.get(rowid)
-        if row is None or row["status"] != "active":
+        if row is None or row.status != "active":
             continue
-        have = tokens.get(rowid) or set(tokenize.tokens(row["content"]))
+        have = tokens.get(rowid) or set(tokenize.tokens(row.content))
         coverage = sum(1 for t in terms if t in have) / len(terms)
         item = {
-            "id": row["id"],
-            "content": row["content"],
-            "type": row["type"],
+            "id": row.id,
+            "content": row.content,
+            "type": row.type,
             "score": round(score, 6),
             "coverage": round(coverage, 3),
         }

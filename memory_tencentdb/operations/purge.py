@@ -71,13 +71,13 @@ def purge(
     store = Store(data_dir, tz)
     try:
         deleted = admin.deleted_memories(store)
-        ids = {m["id"] for m in deleted}
-        texts = {m["content"] for m in deleted}
-        report.versions = sum(1 for m in deleted if m["superseded_by"])
+        ids = {m.id for m in deleted}
+        texts = {m.content for m in deleted}
+        report.versions = sum(1 for m in deleted if m.superseded_by)
         report.memories = len(ids) - report.versions
         drop_l0: set[str] = set()
         if messages:
-            wanted = {s for m in deleted for s in m["source_ids"]}
+            wanted = {s for m in deleted for s in m.source_message_ids}
             cited = admin.cited_l0_ids(store)
             drop_l0 = wanted - cited
             report.messages_kept = len(wanted & cited)

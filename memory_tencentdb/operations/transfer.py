@@ -26,7 +26,7 @@ from memory_tencentdb import __version__
 from memory_tencentdb.pipeline import state
 from memory_tencentdb.store import admin, files
 from memory_tencentdb.store.db import L1_TYPES, Store, now_iso
-from memory_tencentdb.store.records import L0Message
+from memory_tencentdb.store.records import L0Message, Memory
 from memory_tencentdb.text.redact import redact, redact_obj
 
 HEADER_KIND = "memory-tencentdb-export"
@@ -56,27 +56,11 @@ def _message_line(m: L0Message) -> dict[str, Any]:
     return {"kind": "message", **m.journal_line(), "file": m.file}
 
 
-def _memory_line(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "kind": "memory",
-        "id": row["id"],
-        "scope": row["scope"],
-        "content": row["content"],
-        "type": row["type"],
-        "priority": row["priority"],
-        "scene_name": row["scene_name"],
-        "session_key": row["session_key"],
-        "session_id": row["session_id"],
-        "source_message_ids": row["source_ids"],
-        "metadata": row["metadata"],
-        "timestamps": row["timestamps"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-        "status": row["status"],
-        "superseded_by": row["superseded_by"],
-        "origin": row["origin"],
-        "file": row["file"],
-    }
+def _memory_line(m: Memory) -> dict[str, Any]:
+    """An export line: the journal's upsert line (the same names) with its kind and file."""
+    line = m.journal_line()
+    del line["op"]
+    return {"kind": "memory", **line, "file": m.file}
 
 
 def export_lines(store: Store, scope: str | None) -> Iterator[dict[str, Any]]:
@@ -92,12 +76,10 @@ def export_lines(store: Store, scope: str | None) -> Iterator[dict[str, Any]]:
     # What the user forgot must not leave in a backup or a shared file: a forgotten memory and
     # the older versions of it are exported by id and status only, so an import keeps them
     # forgotten without their text. ``purge`` removes them from this data directory too.
-    forgotten = {
-        row["id"] for row in admin.iter_memories(store, scope) if row["status"] == "deleted"
-    }
-    for row in admin.iter_memories(store, scope):
-        line = _memory_line(row)
-        if row["status"] == "deleted" or row["id"].split(".v")[0] in forgotten:
+    forgotten = {m.id for m in admin.iter_memories(store, scope) if m.status == "deleted"}
+    for m in admin.iter_memories(store, scope):
+        line = _memory_line(m)
+        if m.status == "deleted" or m.id.split(".v")[0] in forgotten:
             line["content"] = ""
             line["forgotten"] = True
         yield line
@@ -305,4 +287,4 @@ def settle_cursors(
         st = state.get_scope(store, scope)
         if top and st.l2_cursor < top:
             row = store.l1_rows([top]).get(top)
-            state.update_scope(store, scope, l2_cursor=top, l2_cursor_id=row["id"] if row else "")
+            state.update_scope(store, scope, l2_cursor=top, l2_cursor_id=row.id if row else "")

@@ -21,7 +21,7 @@ from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import prompts, rules
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.db import Store, new_id, now_iso
-from memory_tencentdb.store.records import L0Message
+from memory_tencentdb.store.records import L0Message, Memory, memory_from_journal
 from memory_tencentdb.text import relative_dates, tokenize
 from memory_tencentdb.text.sanitize import is_noise
 from memory_tencentdb.vectorizer import Vectorizer
@@ -52,6 +52,20 @@ class Chunk:
     @property
     def to_id(self) -> str:
         return self.rows[-1].id
+
+
+@dataclass
+class Slotted:
+    """A memory the rules arbitrate against (stored, or written earlier in this chunk), with
+    its rules slot (subject, value)."""
+
+    id: str
+    content: str
+    type: str
+    priority: int
+    session_key: str
+    seq: int
+    slot: tuple[str, str] | None
 
 
 @dataclass
@@ -365,7 +379,7 @@ class L1Extractor:
 
     # ------------------------------------------------------------------ candidates
 
-    def candidates(self, scope: str, text: str, k: int) -> list[dict[str, Any]]:
+    def candidates(self, scope: str, text: str, k: int) -> list[Memory]:
         """Active memories most related to ``text``: hybrid vector + keyword top-k."""
         try:
             hits = retrieve(self.store, self.vectorizer, "l1", scope, text, "hybrid", depth=k)
@@ -373,33 +387,33 @@ class L1Extractor:
             log.warning("conflict candidates failed: %s", e)
             return []
         rows = self.store.l1_rows([r for r, _ in hits.ranked[:k]])
-        return [rows[r] for r, _ in hits.ranked[:k] if r in rows and rows[r]["status"] == "active"]
+        return [rows[r] for r, _ in hits.ranked[:k] if r in rows and rows[r].status == "active"]
 
     # ------------------------------------------------------------------ arbitration (LLM)
 
     def _arbitrate_llm(self, chunk: Chunk, items: list[Extracted]) -> list[Decision]:
         assert self.llm is not None
-        pool: dict[str, dict[str, Any]] = {}
+        pool: dict[str, Memory] = {}
         alias: dict[str, str] = {}
         related: list[list[str]] = []
         for item in items:
             ids = []
             for row in self.candidates(chunk.scope, item.content, self.top_k):
-                if row["id"] not in alias:
-                    alias[row["id"]] = f"c{len(alias) + 1}"
-                    pool[alias[row["id"]]] = row
-                ids.append(alias[row["id"]])
+                if row.id not in alias:
+                    alias[row.id] = f"c{len(alias) + 1}"
+                    pool[alias[row.id]] = row
+                ids.append(alias[row.id])
             related.append(ids)
         if not any(related):
             return [Decision(i, "store") for i in items]
         pool_json = [
             {
                 "id": a,
-                "content": r["content"],
-                "type": r["type"],
-                "priority": r["priority"],
-                "scene_name": r["scene_name"],
-                "timestamps": r["timestamps"],
+                "content": r.content,
+                "type": r.type,
+                "priority": r.priority,
+                "scene_name": r.scene_name,
+                "timestamps": r.timestamps,
             }
             for a, r in pool.items()
         ]
@@ -447,7 +461,7 @@ class L1Extractor:
             if action not in ("store", "skip", "update", "merge"):
                 action = "store"
             targets = [
-                pool[t]["id"]
+                pool[t].id
                 for t in (d.get("target_ids") or [])
                 if isinstance(t, str) and t in pool
             ]
@@ -475,22 +489,24 @@ class L1Extractor:
 
     # ------------------------------------------------------------------ arbitration (rules)
 
-    def _slot_pool(self, scope: str, texts: list[str]) -> list[dict[str, Any]]:
+    def _slot_pool(self, scope: str, texts: list[str]) -> list[Slotted]:
         """Recent slot-bearing memories plus the candidates of each new text, with their slots."""
-        pool = {r["id"]: r for r in self.store.recent_slot_memories(scope, 200)}
+        pool = {r.id: r for r in self.store.recent_slot_memories(scope, 200)}
         for text in texts:
             for row in self.candidates(scope, text, self.top_k):
-                pool.setdefault(row["id"], row)
+                pool.setdefault(row.id, row)
         out = []
         for row in pool.values():
-            slot = (row["metadata"] or {}).get("slot")
+            slot = row.metadata.get("slot")
             s = (
                 (slot["subject"], slot["value"])
                 if isinstance(slot, dict)
-                else rules.slot_of(row["content"])
+                else rules.slot_of(row.content)
             )
-            out.append({**row, "_slot": s})
-        out.sort(key=lambda r: -r["rowid"])
+            out.append(
+                Slotted(row.id, row.content, row.type, row.priority, row.session_key, row.seq, s)
+            )
+        out.sort(key=lambda r: -r.seq)
         return out
 
     def _arbitrate_rules(self, chunk: Chunk, items: list[Extracted]) -> list[Decision]:
@@ -499,9 +515,9 @@ class L1Extractor:
             return []
         # The pool holds each item's top-k candidates too, so exact repeats are caught here.
         existing = self._slot_pool(chunk.scope, [i.content for i in items])
-        seen = {rules.normalise(r["content"]) for r in existing}
+        seen = {rules.normalise(r.content) for r in existing}
         decisions: list[Decision] = []
-        batch: list[dict[str, Any]] = []  # this chunk's writes, newest first, same shape
+        batch: list[Slotted] = []  # this chunk's writes, newest first
         for item in items:
             key = rules.normalise(item.content)
             if key in seen:
@@ -512,26 +528,24 @@ class L1Extractor:
             if item.switch_to:
                 target = self._switch_target(chunk, item, pool)
                 if target is not None:
-                    subject, old_value = target["_slot"]
-                    d.action, d.targets = "update", [target["id"]]
-                    d.content = _replace_value(target["content"], old_value, item.switch_to)
+                    subject, old_value = target.slot
+                    d.action, d.targets = "update", [target.id]
+                    d.content = _replace_value(target.content, old_value, item.switch_to)
                     d.slot = (subject, item.switch_to)
-                    d.type, d.priority = target["type"], max(target["priority"], item.priority)
+                    d.type, d.priority = target.type, max(target.priority, item.priority)
             elif item.slot:
                 same = [
                     r
                     for r in pool
-                    if r["_slot"]
-                    and r["id"] not in d.targets
-                    and rules.same_subject(r["_slot"][0], item.slot[0])
+                    if r.slot
+                    and r.id not in d.targets
+                    and rules.same_subject(r.slot[0], item.slot[0])
                 ]
-                if any(
-                    rules.normalise(r["_slot"][1]) == rules.normalise(item.slot[1]) for r in same
-                ):
+                if any(rules.normalise(r.slot[1]) == rules.normalise(item.slot[1]) for r in same):
                     decisions.append(Decision(item, "skip"))
                     continue
                 if same:
-                    d.action, d.targets = "update", [r["id"] for r in same]
+                    d.action, d.targets = "update", [r.id for r in same]
             if not d.targets and rules.is_change(item.content):
                 # A new rule for the assistant replaces an old one only when it names it.
                 least = 2 if item.metadata.get("rule") == "rule" else 1
@@ -539,7 +553,7 @@ class L1Extractor:
                     chunk.scope, item.content
                 )
                 if target is not None:
-                    d.action, d.targets = "update", [target["id"]]
+                    d.action, d.targets = "update", [target.id]
             if rules.normalise(d.content or item.content) in seen:
                 decisions.append(Decision(item, "skip"))
                 continue
@@ -549,23 +563,23 @@ class L1Extractor:
             slot = d.slot or item.slot
             batch.insert(
                 0,
-                {
-                    "id": d.id,
-                    "content": d.content or item.content,
-                    "type": d.type or item.type,
-                    "priority": item.priority,
-                    "session_key": chunk.session_key,
-                    "rowid": 1 << 62,
-                    "_slot": slot,
-                },
+                Slotted(
+                    d.id,
+                    d.content or item.content,
+                    d.type or item.type,
+                    item.priority,
+                    chunk.session_key,
+                    1 << 62,  # newer than anything stored
+                    slot,
+                ),
             )
             if d.targets:
                 gone = set(d.targets)
-                batch = [b for b in batch if b["id"] not in gone]
-                existing = [e for e in existing if e["id"] not in gone]
+                batch = [b for b in batch if b.id not in gone]
+                existing = [e for e in existing if e.id not in gone]
         return decisions
 
-    def _closest_changed(self, scope: str, text: str) -> dict[str, Any] | None:
+    def _closest_changed(self, scope: str, text: str) -> Memory | None:
         """For a stated change that names nothing it shares with an earlier memory
         ("我们现在改用钉钉了" after "我们用企业微信沟通"): the stored memory closest in meaning, if
         it clears the relevance bar recall uses (it is clearly about the same thing)."""
@@ -580,40 +594,38 @@ class L1Extractor:
             ev = hits.evidence.get(rowid)
             if ev is not None and ev.relevance is not None and ev.relevance >= CHANGE_RELEVANCE:
                 row = self.store.l1_rows([rowid]).get(rowid)
-                if row and row["status"] == "active" and row["scope"] == scope:
+                if row and row.status == "active" and row.scope == scope:
                     return row
         return None
 
-    def _switch_target(
-        self, chunk: Chunk, item: Extracted, pool: list[dict[str, Any]]
-    ) -> dict[str, Any] | None:
+    def _switch_target(self, chunk: Chunk, item: Extracted, pool: list[Slotted]) -> Slotted | None:
         assert item.switch_to
         kind = rules.value_kind(item.switch_to)
         new_value = rules.normalise(item.switch_to)
         options = [
             r
             for r in pool
-            if r["_slot"]
-            and rules.normalise(r["_slot"][1]) != new_value
-            and rules.value_kind(r["_slot"][1]) == kind
+            if r.slot
+            and rules.normalise(r.slot[1]) != new_value
+            and rules.value_kind(r.slot[1]) == kind
         ]
         if item.slot and item.slot[0]:
-            options = [r for r in options if rules.same_subject(r["_slot"][0], item.slot[0])]
+            options = [r for r in options if rules.same_subject(r.slot[0], item.slot[0])]
         if item.switch_from:
             named = [
                 r
                 for r in options
-                if rules.normalise(item.switch_from) in rules.normalise(r["_slot"][1])
+                if rules.normalise(item.switch_from) in rules.normalise(r.slot[1])
             ]
             options = named or options
         if not options:
             return None
-        ranked = {r["id"]: i for i, r in enumerate(self.candidates(chunk.scope, item.content, 20))}
+        ranked = {r.id: i for i, r in enumerate(self.candidates(chunk.scope, item.content, 20))}
         options.sort(
             key=lambda r: (
-                r.get("session_key") != chunk.session_key,  # this conversation first
-                ranked.get(r["id"], len(ranked) + 1),
-                -r["rowid"],
+                r.session_key != chunk.session_key,  # this conversation first
+                ranked.get(r.id, len(ranked) + 1),
+                -r.seq,
             )
         )
         return options[0]
@@ -622,36 +634,29 @@ class L1Extractor:
 
     def apply(self, plan: dict[str, Any], scope: str) -> int:
         """Write the plan's memories and supersessions; safe to call again with the same plan."""
-        written = []
+        written: list[Memory] = []
         for op in plan.get("ops", []):
-            rec = op["record"]
+            rec = op["record"]  # a journal upsert line, kept in the saved plan
             if self.store.memory_by_id(rec["id"]) is None:
-                rowid = self.store.write_memory(rec)
-                written.append(rowid)
+                written.append(self.store.write_memory(memory_from_journal(rec)))
             for target in op.get("supersedes") or []:
                 row = self.store.memory_by_id(target)
-                if row and row["scope"] == scope and row["status"] == "active":
+                if row and row.scope == scope and row.status == "active":
                     self.store.set_memory_status(target, "superseded", rec["id"])
         if written:
-            rows = self.store.l1_rows(written)
             self.vectorizer.embed_now(
-                "l1",
-                [
-                    (r, rows[r]["scope"], rows[r]["text_hash"], rows[r]["content"])
-                    for r in written
-                    if r in rows
-                ],
+                "l1", [(m.seq, m.scope, m.text_hash, m.content) for m in written]
             )
         return len(plan.get("ops", []))
 
 
-def _changed_memory(text: str, pool: list[dict[str, Any]], least: int = 1) -> dict[str, Any] | None:
+def _changed_memory(text: str, pool: list[Slotted], least: int = 1) -> Slotted | None:
     """The earlier memory a stated change replaces ("We've moved off MongoDB" -> "Our backend
     uses MongoDB"): the one it points at most strongly (a named old value counts most, then
     shared subject words), the most recent on a tie; None when nothing is pointed at."""
     best, best_score = None, least - 1
     for row in pool:  # newest first
-        score = rules.change_affinity(text, row["content"], tokenize.query_terms)
+        score = rules.change_affinity(text, row.content, tokenize.query_terms)
         if score > best_score:
             best, best_score = row, score
     return best

@@ -21,6 +21,7 @@ from memory_tencentdb.pipeline import layout, prompts, rules, state
 from memory_tencentdb.pipeline.l1 import StageFailure
 from memory_tencentdb.pipeline.scenes import MAX_BODY_CHARS, ActionError, SceneStore
 from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.records import Memory
 
 log = logging.getLogger("memory_tencentdb.pipeline")
 
@@ -89,8 +90,8 @@ class L2Runner:
             plan = {
                 "actions": actions,
                 "backup": str(backup),
-                "to_cursor": memories[-1]["rowid"],
-                "to_id": memories[-1]["id"],
+                "to_cursor": memories[-1].seq,
+                "to_id": memories[-1].id,
                 "persona_request": request,
                 "max_creates": max_creates,
             }
@@ -144,7 +145,7 @@ class L2Runner:
         refresh_navigation(self.scene_store(scope))
         found = self.store.memory_by_id(plan.get("to_id", "")) if plan.get("to_id") else None
         if found:  # rowids change when the database is rebuilt; memory ids do not
-            plan["to_cursor"] = found["rowid"]
+            plan["to_cursor"] = found.seq
         values: dict[str, Any] = {
             "l2_cursor": plan["to_cursor"],
             "l2_cursor_id": plan.get("to_id", ""),
@@ -159,7 +160,7 @@ class L2Runner:
     # ------------------------------------------------------------------ proposals
 
     def _llm_actions(
-        self, ss: SceneStore, memories: list[dict[str, Any]], existing: dict[str, Any]
+        self, ss: SceneStore, memories: list[Memory], existing: dict[str, Any]
     ) -> tuple[list[dict[str, Any]], str]:
         assert self.llm is not None
         max_scenes = ss.max_scenes
@@ -177,11 +178,11 @@ class L2Runner:
             warning = f"Scenes: {n}/{max_scenes}."
         new = [
             {
-                "id": m["id"],
-                "content": m["content"],
-                "type": m["type"],
-                "scene_name": m["scene_name"],
-                "created_at": (m["timestamps"] or [m["created_at"]])[0],
+                "id": m.id,
+                "content": m.content,
+                "type": m.type,
+                "scene_name": m.scene_name,
+                "created_at": (m.timestamps or [m.created_at])[0],
             }
             for m in memories
         ]
@@ -214,18 +215,18 @@ class L2Runner:
         return data["actions"], request.strip() if isinstance(request, str) else ""
 
     def _digest_actions(
-        self, scope: str, memories: list[dict[str, Any]], existing: dict[str, Any]
+        self, scope: str, memories: list[Memory], existing: dict[str, Any]
     ) -> list[dict[str, Any]]:
         """No LLM: one scene per kind of memory, rebuilt from the current memories of that kind."""
-        touched = sorted({m["type"] for m in memories})
+        touched = sorted({m.type for m in memories})
         actions = []
         for type_ in touched:
             rows = _active_of_type(self.store, scope, type_)
             if not rows:
                 continue
-            zh = sum(rules.has_cjk(r["content"]) for r in rows) * 2 > len(rows)
+            zh = sum(rules.has_cjk(r.content) for r in rows) * 2 > len(rows)
             filename, title, summary = DIGEST_SCENES[type_][1 if zh else 0]
-            lines = [f"- {r['content']}" for r in rows]
+            lines = [f"- {r.content}" for r in rows]
             body = f"## {title}\n" + "\n".join(lines)
             actions.append(
                 {
@@ -258,5 +259,5 @@ DIGEST_SCENES = {
 }
 
 
-def _active_of_type(store: Store, scope: str, type_: str, limit: int = 60) -> list[dict[str, Any]]:
+def _active_of_type(store: Store, scope: str, type_: str, limit: int = 60) -> list[Memory]:
     return store.top_memories(scope, type_, limit)

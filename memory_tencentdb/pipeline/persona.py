@@ -188,7 +188,7 @@ def digest(store: Store, scope: str) -> str:
     sections = []
     all_text = []
     for type_, en, zh, limit in DIGEST_SECTIONS:
-        lines = [r["content"] for r in store.top_memories(scope, type_, limit)]
+        lines = [r.content for r in store.top_memories(scope, type_, limit)]
         all_text += lines
         if lines:
             sections.append((en, zh, lines))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memory_tencentdb.store.db import Store
-from memory_tencentdb.store.records import ScopeState, SessionBacklog, SessionState
+from memory_tencentdb.store.records import Memory, ScopeState, SessionBacklog, SessionState
 
 
 def get_session(store: Store, scope: str, key: str) -> SessionState:
@@ -67,7 +67,7 @@ def scopes_with_state(store: Store) -> list[ScopeState]:
     return store.scope_states()
 
 
-def pending_l1_memories(store: Store, scope: str, cursor: int, limit: int) -> list[dict[str, Any]]:
+def pending_l1_memories(store: Store, scope: str, cursor: int, limit: int) -> list[Memory]:
     """Active memories of ``scope`` written after the L2 cursor, oldest first."""
     return store.l1_after(scope, cursor, limit)
 

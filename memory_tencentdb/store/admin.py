@@ -15,8 +15,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_tencentdb.store import files
-from memory_tencentdb.store.db import L1_COLUMNS, Store, now_iso
-from memory_tencentdb.store.records import L0_SELECT, L0Message, l0_from_row
+from memory_tencentdb.store.db import Store, now_iso
+from memory_tencentdb.store.records import (
+    L0_SELECT,
+    L1_SELECT,
+    L0Message,
+    Memory,
+    l0_from_row,
+    memory_from_row,
+)
 
 L1_STATUSES = ("active", "superseded", "deleted")
 
@@ -48,9 +55,9 @@ def list_memories(
     since: str | None = None,
     session_key: str | None = None,
     limit: int = 50,
-    before_rowid: int | None = None,
-) -> list[dict[str, Any]]:
-    """Memories newest first (by rowid); ``before_rowid`` continues a previous page."""
+    before_seq: int | None = None,
+) -> list[Memory]:
+    """Memories newest first (by sequence number); ``before_seq`` continues a previous page."""
     where, params = ["1 = 1"], []  # a bare 1 is no boolean to PostgreSQL
     if scope is not None:
         where.append("scope = ?")
@@ -69,16 +76,16 @@ def list_memories(
     if since:
         where.append("updated_at >= ?")
         params.append(since)
-    if before_rowid is not None:
+    if before_seq is not None:
         where.append("rowid < ?")
-        params.append(before_rowid)
+        params.append(before_seq)
     params.append(limit)
     cur = store.reader().execute(
-        f"SELECT {L1_COLUMNS} FROM l1_memories WHERE {' AND '.join(where)}"
+        f"SELECT {L1_SELECT} FROM l1_memories WHERE {' AND '.join(where)}"
         " ORDER BY rowid DESC LIMIT ?",
         params,
     )
-    return [store._as_dict(cur, r) for r in cur.fetchall()]
+    return [memory_from_row(r) for r in cur.fetchall()]
 
 
 def scope_counts(store: Store) -> list[ScopeCounts]:
@@ -100,16 +107,8 @@ def scope_counts(store: Store) -> list[ScopeCounts]:
     return sorted(out.values(), key=lambda s: s.scope)
 
 
-def l1_by_ids(store: Store, ids: list[str]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for i in range(0, len(ids), 500):
-        chunk = ids[i : i + 500]
-        marks = ",".join("?" * len(chunk))
-        cur = store.reader().execute(
-            f"SELECT {L1_COLUMNS} FROM l1_memories WHERE id IN ({marks})", chunk
-        )
-        out += [store._as_dict(cur, r) for r in cur.fetchall()]
-    return out
+def l1_by_ids(store: Store, ids: list[str]) -> list[Memory]:
+    return store.memories_by_ids(ids)
 
 
 def history_ids(store: Store, ids: list[str]) -> list[str]:
@@ -164,13 +163,13 @@ def append_tombstones(store: Store, ids: list[str], reason: str) -> None:
         store.apply_status_line(line)
 
 
-def deleted_memories(store: Store) -> list[dict[str, Any]]:
-    cur = store.reader().execute(f"SELECT {L1_COLUMNS} FROM l1_memories WHERE status = 'deleted'")
-    return [store._as_dict(cur, r) for r in cur.fetchall()]
+def deleted_memories(store: Store) -> list[Memory]:
+    cur = store.reader().execute(f"SELECT {L1_SELECT} FROM l1_memories WHERE status = 'deleted'")
+    return [memory_from_row(r) for r in cur.fetchall()]
 
 
-def iter_memories(store: Store, scope: str | None, batch: int = 2000) -> Iterator[dict[str, Any]]:
-    """Every L1 row (history included) in rowid order, for export."""
+def iter_memories(store: Store, scope: str | None, batch: int = 2000) -> Iterator[Memory]:
+    """Every memory (history included) in sequence order, for export."""
     last = 0
     where, params = "rowid > ?", []
     if scope is not None:
@@ -178,14 +177,14 @@ def iter_memories(store: Store, scope: str | None, batch: int = 2000) -> Iterato
         params.append(scope)
     while True:
         cur = store.reader().execute(
-            f"SELECT {L1_COLUMNS} FROM l1_memories WHERE {where} ORDER BY rowid LIMIT ?",
+            f"SELECT {L1_SELECT} FROM l1_memories WHERE {where} ORDER BY rowid LIMIT ?",
             [last, *params, batch],
         )
-        rows = [store._as_dict(cur, r) for r in cur.fetchall()]
+        rows = [memory_from_row(r) for r in cur.fetchall()]
         if not rows:
             return
         yield from rows
-        last = rows[-1]["rowid"]
+        last = rows[-1].seq
 
 
 def iter_messages(store: Store, scope: str | None, batch: int = 2000) -> Iterator[L0Message]:

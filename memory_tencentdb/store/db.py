@@ -27,7 +27,16 @@ from memory_tencentdb.store import files
 from memory_tencentdb.store.connection import Binding, choose_binding, connect
 from memory_tencentdb.store.migrations import migrate
 from memory_tencentdb.store.pipeline_tables import PipelineTables
-from memory_tencentdb.store.records import L0_SELECT, L0Message, l0_from_journal, l0_from_row
+from memory_tencentdb.store.records import (
+    L0_SELECT,
+    L1_SELECT,
+    KeywordHit,
+    L0Message,
+    Memory,
+    l0_from_journal,
+    l0_from_row,
+    memory_from_row,
+)
 from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index, VectorIndex, vec0_table_name
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.text.embedding_text import hash_input, l0_text
@@ -35,11 +44,6 @@ from memory_tencentdb.text.redact import redact, redact_obj
 
 log = logging.getLogger("memory_tencentdb.store")
 
-L1_COLUMNS = (
-    "rowid, id, scope, content, type, priority, scene_name, session_key, session_id, source_ids,"
-    " metadata, timestamps, activity_start, activity_end, created_at, updated_at, status,"
-    " superseded_by, origin, file, text_hash"
-)
 L1_TYPES = ("persona", "episodic", "instruction")
 # Keyword search ranks the index's best ``k * KEYWORD_OVERFETCH`` (at least the minimum) across
 # all scopes before it tests their scope: see ``Store.keyword_search``.
@@ -354,12 +358,23 @@ class Store(PipelineTables):
 
     # ----------------------------------------------------------------- L1
 
-    def write_memory(self, record: dict[str, Any]) -> int:
-        """Append an L1 upsert to ``records/`` (durable), then index it. Returns its rowid."""
+    def write_memory(self, memory: Memory) -> Memory:
+        """Append an L1 upsert to ``records/`` (durable), then index it. Returns it as stored
+        (a memory whose id exists is replaced; the index keeps its first ``created_at``, so an
+        update passes the original one)."""
         rel = files.day_file("records", datetime.now(UTC), self.tz)
-        line = {"op": "upsert", **record, "content": redact(str(record["content"]))}
+        now = now_iso()
+        memory = replace(
+            memory,
+            content=redact(memory.content),  # secrets never reach a file
+            created_at=memory.created_at or now,
+            updated_at=memory.updated_at or now,
+            file=rel,
+        )
+        line = memory.journal_line()
         files.append_lines(self.data_dir / rel, [line])
-        return self.index_l1_line(line, rel)
+        seq = self.index_l1_line(line, rel)
+        return replace(memory, seq=seq, text_hash=text_hash(hash_input("l1", memory.content)))
 
     def set_memory_status(self, memory_id: str, status: str, superseded_by: str = "") -> None:
         """Mark a memory superseded or deleted (an append-only log line, then the index)."""
@@ -479,37 +494,67 @@ class Store(PipelineTables):
         if rowid is not None and line["status"] != "active":
             self._drop_from_indexes("l1", [rowid])
 
-    def l1_rows(self, rowids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        return self._rows("l1_memories", L1_COLUMNS, rowids)
+    def l1_rows(self, seqs: Iterable[int]) -> dict[int, Memory]:
+        """Memories by sequence number (those that exist, whatever their status)."""
+        out: dict[int, Memory] = {}
+        for chunk in self._chunks(list(seqs)):
+            marks = ",".join("?" * len(chunk))
+            for row in (
+                self.reader()
+                .execute(f"SELECT {L1_SELECT} FROM l1_memories WHERE rowid IN ({marks})", chunk)
+                .fetchall()
+            ):
+                m = memory_from_row(row)
+                out[m.seq] = m
+        return out
 
-    def memory_by_id(self, memory_id: str) -> dict[str, Any] | None:
-        cur = self.reader().execute(
-            f"SELECT {L1_COLUMNS} FROM l1_memories WHERE id = ?", (memory_id,)
+    def memory_by_id(self, memory_id: str) -> Memory | None:
+        row = (
+            self.reader()
+            .execute(f"SELECT {L1_SELECT} FROM l1_memories WHERE id = ?", (memory_id,))
+            .fetchone()
         )
-        row = cur.fetchone()
-        return self._as_dict(cur, row) if row else None
+        return memory_from_row(row) if row else None
 
-    def memory_history(self, memory_id: str) -> list[dict[str, Any]]:
+    def memories_by_ids(self, ids: list[str]) -> list[Memory]:
+        """Memories by id (those that exist, whatever their status), in no particular order."""
+        out: list[Memory] = []
+        for chunk in self._chunks(ids):
+            marks = ",".join("?" * len(chunk))
+            out += [
+                memory_from_row(r)
+                for r in self.reader()
+                .execute(f"SELECT {L1_SELECT} FROM l1_memories WHERE id IN ({marks})", chunk)
+                .fetchall()
+            ]
+        return out
+
+    def memory_history(self, memory_id: str) -> list[Memory]:
         """Memories this one replaced (directly or transitively), newest first."""
-        out: list[dict[str, Any]] = []
+        out: list[Memory] = []
         frontier = [memory_id]
         seen = {memory_id}
         while frontier:
             marks = ",".join("?" * len(frontier))
-            cur = self.reader().execute(
-                f"SELECT {L1_COLUMNS} FROM l1_memories WHERE superseded_by IN ({marks})", frontier
-            )
-            rows = [self._as_dict(cur, r) for r in cur.fetchall()]
-            frontier = [r["id"] for r in rows if r["id"] not in seen]
+            rows = [
+                memory_from_row(r)
+                for r in self.reader()
+                .execute(
+                    f"SELECT {L1_SELECT} FROM l1_memories WHERE superseded_by IN ({marks})",
+                    frontier,
+                )
+                .fetchall()
+            ]
+            frontier = [r.id for r in rows if r.id not in seen]
             seen.update(frontier)
             out.extend(rows)
-        return sorted(out, key=lambda r: r["updated_at"], reverse=True)
+        return sorted(out, key=lambda r: r.updated_at, reverse=True)
 
     # ----------------------------------------------------------------- keyword search
 
     def keyword_search(
         self, layer: str, scope: str, terms: list[str], k: int, session_key: str | None = None
-    ) -> list[tuple[int, float]]:
+    ) -> list[KeywordHit]:
         """BM25 over the jieba tokens, within one scope. Score in (0, 1), higher is better.
 
         The FTS index spans every scope, so a common word matches thousands of rows. Joining
@@ -574,7 +619,9 @@ class Store(PipelineTables):
         out = []
         for rowid, rank in found[:k]:
             r = -float(rank) if rank is not None else 0.0
-            out.append((int(rowid), r / (1.0 + r) if r > 0 else 1.0 / (1.0 + abs(r) + 1000)))
+            out.append(
+                KeywordHit(int(rowid), r / (1.0 + r) if r > 0 else 1.0 / (1.0 + abs(r) + 1000))
+            )
         return out
 
     def term_stats(self, layer: str, terms: list[str]) -> tuple[int, dict[str, int]]:
@@ -767,31 +814,3 @@ class Store(PipelineTables):
         for (lay, _), index in list(self._indexes.items()):
             if lay == layer and not (memory_only and getattr(index, "table", None)):
                 index.remove(rowids)
-
-    # ----------------------------------------------------------------- helpers
-
-    def _rows(self, table: str, columns: str, rowids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        ids = list(rowids)
-        if not ids:
-            return {}
-        out: dict[int, dict[str, Any]] = {}
-        conn = self.reader()
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            cur = conn.execute(f"SELECT {columns} FROM {table} WHERE rowid IN ({marks})", chunk)
-            for row in cur.fetchall():
-                d = self._as_dict(cur, row)
-                out[d["rowid"]] = d
-        return out
-
-    @staticmethod
-    def _as_dict(cur: Any, row: tuple) -> dict[str, Any]:
-        d = {col[0]: val for col, val in zip(cur.description, row, strict=True)}
-        for key in ("extra", "metadata"):
-            if key in d and isinstance(d[key], str):
-                d[key] = json.loads(d[key] or "{}")
-        for key in ("source_ids", "timestamps"):
-            if key in d and isinstance(d[key], str):
-                d[key] = json.loads(d[key] or "[]")
-        return d

@@ -181,12 +181,12 @@ def _l1_stale(store: Any, line: dict[str, Any]) -> bool:
     """Whether the index lacks what this L1 line says (checked in file order)."""
     row = store.memory_by_id(line["id"])
     if line.get("op", "upsert") == "status":
-        return row is not None and row["status"] != line["status"]
+        return row is not None and row.status != line["status"]
     if row is None:
         return True
-    if row["content"] != line["content"]:
-        return str(line.get("updated_at") or "") >= str(row["updated_at"] or "")
-    return str(line.get("updated_at") or "") > str(row["updated_at"] or "")
+    if row.content != line["content"]:
+        return str(line.get("updated_at") or "") >= row.updated_at
+    return str(line.get("updated_at") or "") > row.updated_at
 
 
 def check_journal(store: Any, database_was_new: bool = False) -> JournalReport:

@@ -2,8 +2,7 @@
 
 A mixin of the store (``Store`` and ``PostgresStore`` share it: the statements are plain SQL
 both dialects accept; the few that differ are overridden by the backend). Services call these
-named methods and get typed records (``records.py``) or the store's row dicts; they never see a
-connection.
+named methods and get typed records (``records.py``); they never see a connection.
 
 Every change that records progress happens in one transaction, together with the counters it
 affects, so the database never says "done" for work that was not applied.
@@ -21,6 +20,7 @@ from memory_tencentdb.store.records import (
     SCOPE_COLUMNS,
     SESSION_COLUMNS,
     L0Message,
+    Memory,
     ScopeState,
     SessionBacklog,
     SessionState,
@@ -267,7 +267,7 @@ class PipelineTables:
 
     # ----------------------------------------------------------------- L1 memories for L1/L2/L3
 
-    def l1_after(self, scope: str, after_seq: int, limit: int) -> list[dict[str, Any]]:
+    def l1_after(self, scope: str, after_seq: int, limit: int) -> list[Memory]:
         """Active memories of ``scope`` stored after sequence number ``after_seq``, oldest first."""
         seqs = [
             r[0]
@@ -299,7 +299,7 @@ class PipelineTables:
             .fetchone()[0]
         )
 
-    def top_memories(self, scope: str, type_: str, limit: int) -> list[dict[str, Any]]:
+    def top_memories(self, scope: str, type_: str, limit: int) -> list[Memory]:
         """Active memories of one type, strongest first (priority, then newest)."""
         seqs = [
             r[0]
@@ -314,7 +314,7 @@ class PipelineTables:
         rows = self.l1_rows(seqs)  # type: ignore[attr-defined]
         return [rows[r] for r in seqs if r in rows]
 
-    def recent_slot_memories(self, scope: str, limit: int) -> list[dict[str, Any]]:
+    def recent_slot_memories(self, scope: str, limit: int) -> list[Memory]:
         """The newest active memories that carry a rules slot (``metadata.slot``)."""
         seqs = [
             r[0]

@@ -40,6 +40,7 @@ from memory_tencentdb.store.db import Store, now_iso
 from memory_tencentdb.store.errors import StoreUnavailable
 from memory_tencentdb.store.pg_migrations import migrate
 from memory_tencentdb.store.pg_vector import EF_SEARCH, PgVectorIndex, pg_vector_table
+from memory_tencentdb.store.records import KeywordHit
 from memory_tencentdb.store.vector_index import VectorIndex
 from memory_tencentdb.text import tokenize
 
@@ -445,7 +446,7 @@ class PostgresStore(Store):
 
     def keyword_search(
         self, layer: str, scope: str, terms: list[str], k: int, session_key: str | None = None
-    ) -> list[tuple[int, float]]:
+    ) -> list[KeywordHit]:
         """BM25 over the jieba tokens within one scope, as SQLite's FTS5 ``bm25()`` computes it
         (k1 1.2, b 0.75, its IDF), so scores and the keyword-only threshold mean the same on
         both backends. Score in (0, 1), higher is better.
@@ -500,7 +501,7 @@ class PostgresStore(Store):
         out = []
         for rowid, score in rows:
             r = float(score or 0.0)
-            out.append((int(rowid), r / (1.0 + r) if r > 0 else 1.0 / 1001))
+            out.append(KeywordHit(int(rowid), r / (1.0 + r) if r > 0 else 1.0 / 1001))
         return out
 
     def _cached_term_stats(self, layer: str, terms: list[str]) -> tuple[int, dict[str, int]]:

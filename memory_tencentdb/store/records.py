@@ -1,5 +1,9 @@
 """Typed records the store hands to the services (one field name per fact).
 
+``L0Message`` and ``Memory`` name each fact as the HTTP API does. Where a format on disk names it
+otherwise (the L0 journal's ``record_id``/``sessionKey``/..., the ``source_ids`` and ``rowid``
+columns), the functions here translate it, and nothing outside ``store/`` sees the other name.
+
 The pipeline's progress lives in two tables (``pipeline_sessions``, ``pipeline_scopes``); the
 services read them as these dataclasses and change them only through the store's named methods,
 so no SQL, and no backend's dialect, leaks out of ``store/``.
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 
 @dataclass
@@ -177,3 +181,148 @@ def l0_from_row(row: tuple[Any, ...]) -> L0Message:
         row[12] or "",
         row[13] or "",
     )
+
+
+# --------------------------------------------------------------------------- L1 memories
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One L1 memory (a row of ``l1_memories``), named as the HTTP API and the L1 journal
+    (``records/*.jsonl`` upsert lines) name it.
+
+    ``source_message_ids`` are the record ids (``L0Message.id``) it was distilled from (the
+    database column is ``source_ids``: translated in ``memory_from_row``). ``seq`` is the
+    backend's sequence number (0 for one not yet stored), ``file`` the journal file that holds
+    its latest line.
+    """
+
+    id: str
+    scope: str
+    content: str
+    type: str = "episodic"
+    priority: int = 50
+    scene_name: str = ""
+    session_key: str = ""
+    session_id: str = ""
+    source_message_ids: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    timestamps: list[str] = field(default_factory=list)
+    created_at: str = ""
+    updated_at: str = ""
+    status: str = "active"  # active | superseded | deleted
+    superseded_by: str = ""
+    origin: str = "api"  # api | extraction | rules | import ...
+    seq: int = 0
+    file: str = ""
+    text_hash: str = ""
+
+    def journal_line(self) -> dict[str, Any]:
+        """The memory as an upsert line of the L1 journal."""
+        return {
+            "op": "upsert",
+            "id": self.id,
+            "scope": self.scope,
+            "content": self.content,
+            "type": self.type,
+            "priority": self.priority,
+            "scene_name": self.scene_name,
+            "session_key": self.session_key,
+            "session_id": self.session_id,
+            "source_message_ids": list(self.source_message_ids),
+            "metadata": self.metadata,
+            "timestamps": list(self.timestamps),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "status": self.status,
+            "superseded_by": self.superseded_by,
+            "origin": self.origin,
+        }
+
+    @property
+    def activity_start(self) -> str:
+        """When what it tells began (``metadata.activity_start_time``), "" when not known."""
+        return str(self.metadata.get("activity_start_time") or "")
+
+    @property
+    def activity_end(self) -> str:
+        return str(self.metadata.get("activity_end_time") or "")
+
+    def public(self) -> dict[str, Any]:
+        """The memory as the HTTP API shows it (no sequence number or hash: the index's)."""
+        out = self.journal_line()
+        del out["op"]
+        out["activity_start"] = self.activity_start
+        out["activity_end"] = self.activity_end
+        out["file"] = self.file
+        return out
+
+
+def memory_from_journal(line: dict[str, Any], file: str = "") -> Memory:
+    """An upsert line (or a plan's record, or an export line) as a memory; missing fields get
+    their defaults."""
+    return Memory(
+        id=str(line["id"]),
+        scope=str(line.get("scope") or "default"),
+        content=str(line["content"]),
+        type=str(line.get("type") or "episodic"),
+        priority=int(line.get("priority", 50)),
+        scene_name=str(line.get("scene_name") or ""),
+        session_key=str(line.get("session_key") or ""),
+        session_id=str(line.get("session_id") or ""),
+        source_message_ids=list(line.get("source_message_ids") or []),
+        metadata=dict(line.get("metadata") or {}),
+        timestamps=list(line.get("timestamps") or []),
+        created_at=str(line.get("created_at") or ""),
+        updated_at=str(line.get("updated_at") or ""),
+        status=str(line.get("status") or "active"),
+        superseded_by=str(line.get("superseded_by") or ""),
+        origin=str(line.get("origin") or "api"),
+        file=file,
+    )
+
+
+# The database columns, in ``Memory`` order (``source_ids`` is ``source_message_ids``,
+# ``rowid`` is ``seq``).
+L1_SELECT = (
+    "id, scope, content, type, priority, scene_name, session_key, session_id, source_ids,"
+    " metadata, timestamps, created_at, updated_at, status, superseded_by, origin, rowid, file,"
+    " text_hash"
+)
+
+
+def _json(value: Any, empty: str) -> Any:
+    return json.loads(value or empty) if isinstance(value, str) else value
+
+
+def memory_from_row(row: tuple[Any, ...]) -> Memory:
+    """A row selected with ``L1_SELECT`` (lists and metadata are JSON text in the database)."""
+    return Memory(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        int(row[4]),
+        row[5] or "",
+        row[6] or "",
+        row[7] or "",
+        _json(row[8], "[]") or [],
+        _json(row[9], "{}") or {},
+        _json(row[10], "[]") or [],
+        row[11] or "",
+        row[12] or "",
+        row[13],
+        row[14] or "",
+        row[15] or "",
+        int(row[16]),
+        row[17] or "",
+        row[18] or "",
+    )
+
+
+class KeywordHit(NamedTuple):
+    """A keyword-search hit: the row's sequence number and its BM25 score mapped into (0, 1).
+    A tuple, so ``for seq, score in hits`` reads it (the search is on the hot path)."""
+
+    seq: int
+    score: float

@@ -256,6 +256,7 @@ def test_half_applied_plan_is_replayed_not_re_extracted(start_gateway, tmp_path)
     replayed on restart (same ids, no duplicate lines), and the chunk is not extracted again."""
     from memory_tencentdb.pipeline import state
     from memory_tencentdb.store.db import L0Input, Store
+    from memory_tencentdb.store.records import memory_from_journal
 
     data = tmp_path / "crashed"
     store = Store(data, UTC)
@@ -292,7 +293,7 @@ def test_half_applied_plan_is_replayed_not_re_extracted(start_gateway, tmp_path)
         "ops": [op("m_plan_1", "PLAN one."), op("m_plan_2", "PLAN two.")],
     }
     state.save_plan(store, "default", "s1", plan)
-    store.write_memory(plan["ops"][0]["record"])  # applied before the "crash"
+    store.write_memory(memory_from_journal(plan["ops"][0]["record"]))  # applied before the "crash"
     store.close()
 
     gw = start_gateway(env={**FAST, "TDAI_EMBEDDING_PROVIDER": "none"}, data_dir=data)

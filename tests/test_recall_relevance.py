@@ -392,15 +392,12 @@ CROSS_UNRELATED = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cross_gateway(tmp_path_factory: pytest.TempPathFactory):
-    """A gateway of its own: a scope's scores are centred on its mean shrunk toward the mean of
-    all scopes, so on the shared gateway these figures (and the strict xfail below) moved with
-    whatever the other tests had stored by then."""
-    gw = GatewayProcess(tmp_path_factory.mktemp("cross") / "data").start()
+def _own_gateway(tmp_path_factory: pytest.TempPathFactory, name: str, scopes: dict[str, list[str]]):
+    """A gateway holding only ``scopes`` (each memory stored over HTTP, then embedded)."""
+    gw = GatewayProcess(tmp_path_factory.mktemp(name) / "data").start()
     try:
         with gw.client() as c:
-            for scope, texts in CROSS_SCOPES.items():
+            for scope, texts in scopes.items():
                 for text in texts:
                     r = c.post(
                         "/memories",
@@ -416,6 +413,14 @@ def cross_gateway(tmp_path_factory: pytest.TempPathFactory):
         yield gw
     finally:
         gw.stop()
+
+
+@pytest.fixture(scope="module")
+def cross_gateway(tmp_path_factory: pytest.TempPathFactory):
+    """A gateway of its own: a scope's scores are centred on its mean shrunk toward the mean of
+    all scopes, so on the shared gateway these figures (and the strict xfail below) moved with
+    whatever the other tests had stored by then."""
+    yield from _own_gateway(tmp_path_factory, "cross", CROSS_SCOPES)
 
 
 @pytest.mark.parametrize(("scope_name", "query", "needle"), CROSS_RELATED)
@@ -574,25 +579,7 @@ TINY_UNRELATED = ["What is the capital of Australia?", "光合作用的原理是
 def tiny_gateway(tmp_path_factory: pytest.TempPathFactory):
     """A gateway of its own holding only the tiny scopes, so what other tests store cannot
     change the figures (the failure needs every scope to be this small)."""
-    gw = GatewayProcess(tmp_path_factory.mktemp("tiny") / "data").start()
-    try:
-        with gw.client() as c:
-            for scope, texts in TINY_SCOPES.items():
-                for text in texts:
-                    r = c.post(
-                        "/memories",
-                        json={
-                            "content": text,
-                            "type": "persona",
-                            "session_key": "p",
-                            "scope": scope,
-                        },
-                    )
-                    assert r.status_code == 201, r.text
-        gw.wait_embedded(timeout=120)
-        yield gw
-    finally:
-        gw.stop()
+    yield from _own_gateway(tmp_path_factory, "tiny", TINY_SCOPES)
 
 
 @pytest.mark.both_backends

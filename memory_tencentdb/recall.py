@@ -241,20 +241,6 @@ COVERAGE_PASS = 0.6
 # inference pair, 5 cut nothing more). Most chance matches stay: the models rank "training for
 # the Berlin marathon" first for "What year did the Berlin Wall fall?".
 GATE_MODEL_RANK = 3
-# What opens the gate on meaning alone while sharing some, not most, of the query's words
-# (0 < coverage < COVERAGE_PASS) must clear the higher RELEVANCE_GATE_SHARED_WORD. The z-score's
-# null, the reference questions, seldom shares a word with a memory, so it does not model what a
-# shared surface word alone adds to both models' cosines: "What's 17 times 23?" against "User
-# runs three times a week." (z 2.39), "What year did the Berlin Wall fall?" against "training for
-# the Berlin marathon" (2.55), "把“早上好”翻译成法语。" against "…需要中文翻译" (2.38). A word-sharing
-# opener's z overstates its meaning, so it needs a higher bar; a real match sharing a word clears
-# it (the dev pairs whose gate rests on such an opener, 7 lexical and 1 inference pair, measured
-# 2.97 to 3.79). Measured in process on the gateway's
-# per-candidate evidence (bench/RESULTS.md, "Session 6: unrelated questions"): unrelated dev
-# queries injecting 12 -> 9 of 30 (175 memories), 13 -> 10 (215), blind paraphrase scope
-# 14 -> 11; no related query of the inference, lexical or paraphrase sets lost (2.6 to 2.95 all
-# give the same figures; 2.55 lets the Berlin Wall back in, 3.0 loses a lexical pair).
-RELEVANCE_GATE_SHARED_WORD = 2.75
 # Not a question about the user: "me", and 我 as the object of 给/帮/替/为/教/告诉 ("给我讲讲",
 # "帮我写", "给我一个匹配邮箱的正则": the object of a request, as English "me" in "give me a regex"),
 # and the "I" of "how do / can / should I <do something>" (anyone's: "how does one ..."). The
@@ -297,8 +283,6 @@ def relevant_hits(
             return True
         if opens and (e.model_rank is None or e.model_rank > GATE_MODEL_RANK):
             return False
-        if opens and e.coverage > 0:
-            bar = max(bar, RELEVANCE_GATE_SHARED_WORD)
         return (e.relevance is not None and e.relevance >= bar) or (
             self_query and e.relevance_best is not None and e.relevance_best >= RELEVANCE_SELF
         )

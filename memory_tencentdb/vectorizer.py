@@ -122,6 +122,7 @@ class Vectorizer:
         self._background = threading.Lock()
         # Per model: (monotonic time, rows) of its recent background batches, for /health's rate.
         self._done: dict[str, deque[tuple[float, int]]] = {}
+        self._embedded: dict[str, int] = {}  # per model: rows embedded in the background, ever
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -163,8 +164,9 @@ class Vectorizer:
         """What is left to embed, for ``/health``: per model, the rows of each layer written since
         the models loaded that still lack its vector (``scanning`` lists the layers whose
         start-up scan of older rows is still running: those rows are not counted yet), the
-        rows/s it embedded over the last minute, and the seconds until all counted rows are
-        embedded at that rate (None while a scan runs or nothing was embedded lately).
+        rows/s it embedded over the last minute, the seconds until all counted rows are
+        embedded at that rate (None while a scan runs or nothing was embedded lately), and the
+        rows it embedded in the background since the start.
 
         Counted in memory, without a query, so polling ``/health`` costs nothing: after a bulk
         capture an operator sees a 10k backlog shrink and when it will be done (both bundled
@@ -183,6 +185,7 @@ class Vectorizer:
                 span = now - recent[0][0] if recent else 0.0
                 rate = sum(n for _, n in recent) / max(span, 1.0) if recent else 0.0
                 entry["rate_per_s"] = round(rate, 1)
+                entry["embedded"] = self._embedded.get(model, 0)
                 left = entry["l1"] + entry["l0"]
                 if entry["scanning"]:
                     entry["eta_s"] = None  # older rows not counted yet
@@ -196,6 +199,7 @@ class Vectorizer:
         with self._idle_lock:
             done = self._done.setdefault(model, deque(maxlen=4096))
             done.append((time.monotonic(), rows))
+            self._embedded[model] = self._embedded.get(model, 0) + rows
 
     def _load(self) -> None:
         provider = getattr(self.cfg, "provider", "local")

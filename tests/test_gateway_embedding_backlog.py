@@ -113,3 +113,56 @@ def test_health_shows_the_backlog_shrink_and_when_it_will_be_done(gateway):
         # distinct texts, plus whatever L1 the rules extracted from them.
         for m in models:
             assert done["vectors"].get(m, 0) >= 300, done["vectors"]
+
+
+def _embedded(http) -> dict[str, int]:
+    return {m: b["embedded"] for m, b in _backlog(http)["backlog"].items()}
+
+
+@pytest.mark.both_backends
+def test_a_change_that_keeps_the_text_embeds_nothing(start_gateway):
+    """A type or priority change (and any L1 rewrite that keeps text, scope and status) leaves
+    the memory's vectors as they are, so nothing is embedded again; a new text is embedded once
+    by each model. Before, every active L1 write was re-embedded with both models."""
+    gw = start_gateway()
+    with gw.client(timeout=30) as http:
+        ids = []
+        for text in (
+            "用户喜欢在周末去西湖边骑行。",
+            "The user keeps a sourdough starter in the fridge.",
+        ):
+            r = http.post(
+                "/memories",
+                json={"content": text, "type": "episodic", "session_key": "s", "scope": "keep"},
+            )
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+        gw.wait_embedded(120)
+        before = _embedded(http)
+        assert before and all(n >= 2 for n in before.values()), before
+        for memory_id in ids:
+            r = http.patch(
+                f"/memories/{memory_id}",
+                json={"type": "persona", "priority": 80, "scope": "keep"},
+            )
+            assert r.status_code == 200, r.text
+            assert r.json()["type"] == "persona"
+        time.sleep(1.0)  # the fill loop wakes at once on a write; give it time to act
+        gw.wait_embedded(120)
+        assert _embedded(http) == before
+        # Still found by meaning in its scope after the change.
+        r = http.post(
+            "/search/memories",
+            json={"query": "周末骑车", "scope": "keep", "limit": 1},
+        )
+        assert r.status_code == 200 and r.json()["items"][0]["id"] == ids[0], r.text
+        # A new text: embedded once by each model.
+        r = http.patch(
+            f"/memories/{ids[1]}",
+            json={"content": "The user bakes rye bread every Sunday.", "scope": "keep"},
+        )
+        assert r.status_code == 200, r.text
+        time.sleep(0.5)
+        gw.wait_embedded(120)
+        after = _embedded(http)
+        assert after == {m: n + 1 for m, n in before.items()}, (before, after)

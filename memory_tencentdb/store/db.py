@@ -71,6 +71,18 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{int(time.time() * 1000)}_{_random.getrandbits(32):08x}"
 
 
+def keeps_index_entry(before: Any, values: dict[str, Any]) -> bool:
+    """Whether an L1 upsert leaves the row as the vector indexes already hold it: it was active
+    and stays active with the same text and scope (a change of type, priority or metadata, a
+    pipeline merge adding a timestamp). Such a write is not reported to the embedder, which
+    would otherwise embed the unchanged text again with every model (~100 ms of CPU)."""
+    return (
+        before is not None
+        and values["status"] == "active"
+        and tuple(before) == (values["text_hash"], "active", values["scope"])
+    )
+
+
 @dataclass
 class L0Input:
     """One message to record; ``id`` is assigned by the store."""
@@ -395,9 +407,9 @@ class Store(PipelineTables):
         marks = ", ".join("?" * len(values))
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("id", "created_at"))
 
-        def write(conn: Any) -> tuple[int, bool]:
+        def write(conn: Any) -> tuple[int, bool, bool]:
             before = conn.execute(
-                "SELECT text_hash FROM l1_memories WHERE id = ?", (r["id"],)
+                "SELECT text_hash, status, scope FROM l1_memories WHERE id = ?", (r["id"],)
             ).fetchone()
             conn.execute(
                 f"INSERT INTO l1_memories ({cols}) VALUES ({marks})"
@@ -413,12 +425,12 @@ class Store(PipelineTables):
             changed = before is not None and before[0] != values["text_hash"]
             if changed:
                 self._drop_stale_vectors(conn, "l1", rowid)
-            return rowid, changed
+            return rowid, changed, keeps_index_entry(before, values)
 
-        rowid, changed = self._transaction(write)
+        rowid, changed, same = self._transaction(write)
         if changed:
             self._drop_from_indexes("l1", [rowid], memory_only=True)
-        self._l1_indexed(rowid, values["status"])
+        self._l1_indexed(rowid, values["status"], notify=not same)
         return rowid
 
     def _drop_stale_vectors(self, conn: Any, layer: str, rowid: int) -> None:
@@ -435,10 +447,12 @@ class Store(PipelineTables):
                 else:
                     conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
 
-    def _l1_indexed(self, rowid: int, status: str) -> None:
+    def _l1_indexed(self, rowid: int, status: str, notify: bool = True) -> None:
+        """After an L1 write: an inactive row leaves the vector indexes; an active one is
+        reported to the embedder unless ``notify`` is False (see :func:`keeps_index_entry`)."""
         if status != "active":
             self._drop_from_indexes("l1", [rowid])
-        else:
+        elif notify:
             self._written("l1", [rowid])
 
     @staticmethod

@@ -36,7 +36,7 @@ import psycopg
 
 from memory_tencentdb.store import files
 from memory_tencentdb.store.connection import Binding
-from memory_tencentdb.store.db import Store, now_iso
+from memory_tencentdb.store.db import Store, keeps_index_entry, now_iso
 from memory_tencentdb.store.errors import StoreUnavailable
 from memory_tencentdb.store.pg_migrations import migrate
 from memory_tencentdb.store.pg_vector import EF_SEARCH, PgVectorIndex, pg_vector_table
@@ -389,9 +389,9 @@ class PostgresStore(Store):
         marks = ", ".join("?::tsvector" if c == "tok" else "?" for c in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("id", "created_at"))
 
-        def write(conn: Any) -> tuple[int, bool]:
+        def write(conn: Any) -> tuple[int, bool, bool]:
             before = conn.execute(
-                "SELECT text_hash FROM l1_memories WHERE id = ?", (r["id"],)
+                "SELECT text_hash, status, scope FROM l1_memories WHERE id = ?", (r["id"],)
             ).fetchone()
             rowid = conn.execute(
                 f"INSERT INTO l1_memories ({cols}) VALUES ({marks})"
@@ -401,12 +401,12 @@ class PostgresStore(Store):
             changed = before is not None and before[0] != values["text_hash"]
             if changed:  # the pgvector rows of the old text go in this transaction
                 self._drop_stale_vectors(conn, "l1", int(rowid))
-            return int(rowid), changed
+            return int(rowid), changed, keeps_index_entry(before, values)
 
-        rowid, changed = self._transaction(write)
+        rowid, changed, same = self._transaction(write)
         if changed:
             self._drop_from_indexes("l1", [rowid], memory_only=True)
-        self._l1_indexed(rowid, values["status"])
+        self._l1_indexed(rowid, values["status"], notify=not same)
         return rowid
 
     def apply_status_line(self, line: dict[str, Any]) -> None:

@@ -1094,7 +1094,7 @@ def main() -> None:
         " writes bench/results/recall_gateway.{json,md}",
     )
     parser.add_argument("--candidates", type=int, default=CANDIDATES)
-    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--no-write", action="store_true", help="print only (also with --gateway)")
     parser.add_argument(
         "--md-from-json", action="store_true", help="only rewrite the .md from the existing .json"
     )
@@ -1113,6 +1113,8 @@ def main() -> None:
         res = gateway_run()
         md = gateway_markdown(res)
         print(md)
+        if args.no_write:
+            return
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "recall_gateway.json").write_text(
             json.dumps(res, ensure_ascii=False, indent=1) + "\n", "utf-8"

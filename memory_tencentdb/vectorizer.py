@@ -100,6 +100,9 @@ class Vectorizer:
         # written since that still need a vector.
         self._cursor: dict[tuple[str, str], int] = {}
         self._scanned: set[tuple[str, str]] = set()
+        # Per (model, layer) still scanning: about how many stored rows the scan has ahead of it
+        # (counted once when it starts, then less what it embeds), for /health's backlog.
+        self._scan_left: dict[tuple[str, str], int] = {}
         self._queued: dict[tuple[str, str], set[int]] = {}
         # Rows taken off ``_queued`` whose vectors are being computed right now.
         self._inflight: dict[str, set[int]] = {"l1": set(), "l0": set()}
@@ -161,24 +164,31 @@ class Vectorizer:
         return [e.model_id for e in self.embedders] if self.state == "ready" else []
 
     def backlog(self, now: float | None = None) -> dict[str, Any]:
-        """What is left to embed, for ``/health``: per model, the rows of each layer written since
-        the models loaded that still lack its vector (``scanning`` lists the layers whose
-        start-up scan of older rows is still running: those rows are not counted yet), the
-        rows/s it embedded over the last minute, the seconds until all counted rows are
-        embedded at that rate (None while a scan runs or nothing was embedded lately), and the
-        rows it embedded in the background since the start.
+        """What is left to embed, for ``/health``: per model, the rows of each layer that still
+        lack its vector (``scanning`` lists the layers whose start-up scan of the stored rows is
+        still running, after a restart, a reindex or a model change: those rows are counted once
+        when it starts, so the figure is approximate until it ends), the rows/s it embedded over
+        the last minute, the seconds until all counted rows are embedded at that rate (None
+        before a first batch, or while a scan could not be counted), and the rows it embedded
+        in the background since the start.
 
-        Counted in memory, without a query, so polling ``/health`` costs nothing: after a bulk
+        Counted in memory, without a query per call, so polling ``/health`` is free: after a bulk
         capture an operator sees a 10k backlog shrink and when it will be done (both bundled
         models embed ~10-100 messages/s here, bench/results/embedding_cost.json)."""
         now = time.monotonic() if now is None else now
         models: dict[str, Any] = {}
         with self._idle_lock:
+            uncounted: set[str] = set()
             for (model, layer), queued in self._queued.items():
                 entry = models.setdefault(model, {"l1": 0, "l0": 0, "scanning": []})
                 entry[layer] = len(queued)
                 if (model, layer) not in self._scanned:
                     entry["scanning"].append(layer)
+                    left = self._scan_left.get((model, layer))
+                    if left is None:
+                        uncounted.add(model)
+                    else:
+                        entry[layer] += left
             for model, entry in models.items():
                 done = self._done.get(model, ())
                 recent = [(t, n) for t, n in done if now - t <= RATE_WINDOW_S]
@@ -187,13 +197,26 @@ class Vectorizer:
                 entry["rate_per_s"] = round(rate, 1)
                 entry["embedded"] = self._embedded.get(model, 0)
                 left = entry["l1"] + entry["l0"]
-                if entry["scanning"]:
-                    entry["eta_s"] = None  # older rows not counted yet
-                elif not left:
+                if model in uncounted:
+                    entry["eta_s"] = None  # older rows not counted (yet)
+                elif not left and not entry["scanning"]:
                     entry["eta_s"] = 0.0
                 else:
                     entry["eta_s"] = round(left / rate, 1) if rate > 0 else None
         return models
+
+    def _count_scan(self, key: tuple[str, str]) -> None:
+        """What the start-up scan of ``key`` has ahead of it (one count query per model and
+        layer, on this thread; a failure leaves it uncounted: /health then says scanning only)."""
+        model, layer = key
+        try:
+            count = self.store.count_missing_vectors(layer, model)
+        except Exception as e:  # noqa: BLE001 - a figure for /health, never a reason to stop
+            log.info("could not count the rows %s still needs in %s: %s", model, layer, e)
+            count = None
+        with self._idle_lock:
+            if count is not None:
+                self._scan_left[key] = count
 
     def _count_done(self, model: str, rows: int) -> None:
         with self._idle_lock:
@@ -298,13 +321,20 @@ class Vectorizer:
             for emb in self.embedders:
                 key = (emb.model_id, layer)
                 if key not in self._scanned:
+                    if key not in self._scan_left:
+                        self._count_scan(key)
                     rows = self.store.missing_vectors(
                         layer, emb.model_id, BATCH, after=self._cursor.get(key, 0)
                     )
-                    if rows:
-                        self._cursor[key] = rows[-1][0]
-                    else:
-                        self._scanned.add(key)
+                    with self._idle_lock:
+                        if rows:
+                            self._cursor[key] = rows[-1][0]
+                            left = self._scan_left.get(key)
+                            if left is not None:
+                                self._scan_left[key] = max(0, left - len(rows))
+                        else:
+                            self._scanned.add(key)
+                            self._scan_left.pop(key, None)
                 else:
                     with self._idle_lock:
                         queued = self._queued[key]

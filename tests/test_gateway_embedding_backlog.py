@@ -166,3 +166,46 @@ def test_a_change_that_keeps_the_text_embeds_nothing(start_gateway):
         gw.wait_embedded(120)
         after = _embedded(http)
         assert after == {m: n + 1 for m, n in before.items()}, (before, after)
+
+
+@pytest.mark.both_backends
+def test_after_a_kill_mid_backlog_the_rest_is_counted_as_it_is_scanned(start_gateway, tmp_path):
+    """SIGKILL while 300 messages embed; after the restart the start-up scan finds the rest:
+    /health counts it (not only "scanning"), the count falls to 0, every message has a vector."""
+    data = tmp_path / "killed"
+    gw = start_gateway(data_dir=data)
+    messages = []
+    for i in range(150):
+        user, assistant = TURNS[i % len(TURNS)]
+        messages += [
+            {"role": "user", "content": f"{user} [k{i}]"},
+            {"role": "assistant", "content": f"{assistant} [k{i}]"},
+        ]
+    with gw.client(timeout=30) as http:
+        r = http.post(
+            "/capture", json={"scope": "killed", "session_key": "k", "messages": messages}
+        )
+        assert r.status_code == 200, r.text
+    gw.proc.kill()
+    gw.proc.wait(10)
+    gw.start(timeout=120)
+    counted = []
+    with gw.client(timeout=30) as http:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            emb = _backlog(http)
+            for entry in emb["backlog"].values():
+                if "l0" in entry["scanning"]:
+                    counted.append(entry["l0"])
+            if emb["idle"] and emb["backlog"]:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"backlog never drained: {emb}")
+        # The slower model cannot have caught up with 300 messages before the first poll.
+        assert counted and max(counted) > 0, counted
+        assert max(counted) <= 300, counted
+        done = _backlog(http)
+        for m, entry in done["backlog"].items():
+            assert (entry["l0"], entry["scanning"], entry["eta_s"]) == (0, [], 0.0), (m, entry)
+            assert done["vectors"].get(m, 0) >= 300, done["vectors"]

@@ -717,6 +717,22 @@ class Store(PipelineTables):
             .fetchall()
         )
 
+    def count_missing_vectors(self, layer: str, model: str) -> int:
+        """How many rows of ``layer`` have no vector for ``model`` (what a start-up scan of
+        :meth:`missing_vectors` has ahead of it)."""
+        table = "l1_memories" if layer == "l1" else "l0_messages"
+        where = " AND m.status = 'active'" if layer == "l1" else ""
+        row = (
+            self.reader()
+            .execute(
+                f"SELECT count(*) FROM {table} m WHERE NOT EXISTS (SELECT 1 FROM vectors v"
+                f" WHERE v.model = ? AND v.layer = ? AND v.text_hash = m.text_hash){where}",
+                (model, layer),
+            )
+            .fetchone()
+        )
+        return int(row[0])
+
     def on_rows_written(self, listener: Any) -> None:
         """Call ``listener(layer, rowids)`` after rows are written or their text changes."""
         self._row_listeners.append(listener)

@@ -34,6 +34,18 @@ def gateway(tmp_path):
     gw.stop()
 
 
+def _turns(tag: str, n: int = 150) -> list[dict[str, str]]:
+    """``2 n`` distinct messages, user and assistant in turn (zh and en)."""
+    messages = []
+    for i in range(n):
+        user, assistant = TURNS[i % len(TURNS)]
+        messages += [
+            {"role": "user", "content": f"{user} [{tag}{i}]"},
+            {"role": "assistant", "content": f"{assistant} [{tag}{i}]"},
+        ]
+    return messages
+
+
 def _backlog(http) -> dict:
     r = http.get("/health")
     assert r.status_code == 200, r.text
@@ -50,13 +62,7 @@ def test_health_shows_the_backlog_shrink_and_when_it_will_be_done(gateway):
         for model in models:
             entry = emb["backlog"][model]
             assert (entry["l0"], entry["l1"], entry["scanning"]) == (0, 0, []), entry
-        messages = []
-        for i in range(150):
-            user, assistant = TURNS[i % len(TURNS)]
-            messages += [
-                {"role": "user", "content": f"{user} (#{i})"},
-                {"role": "assistant", "content": f"{assistant} (#{i})"},
-            ]
+        messages = _turns("#")
         r = http.post(
             "/capture",
             json={"scope": "backlog", "session_key": "backlog", "messages": messages},
@@ -174,13 +180,7 @@ def test_after_a_kill_mid_backlog_the_rest_is_counted_as_it_is_scanned(start_gat
     /health counts it (not only "scanning"), the count falls to 0, every message has a vector."""
     data = tmp_path / "killed"
     gw = start_gateway(data_dir=data)
-    messages = []
-    for i in range(150):
-        user, assistant = TURNS[i % len(TURNS)]
-        messages += [
-            {"role": "user", "content": f"{user} [k{i}]"},
-            {"role": "assistant", "content": f"{assistant} [k{i}]"},
-        ]
+    messages = _turns("k")
     with gw.client(timeout=30) as http:
         r = http.post(
             "/capture", json={"scope": "killed", "session_key": "k", "messages": messages}

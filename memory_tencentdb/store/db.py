@@ -55,6 +55,17 @@ _L0_INDEXED = "CASE WHEN speaker != '' THEN speaker || ': ' || content ELSE cont
 _L0_INDEXED_M = "CASE WHEN m.speaker != '' THEN m.speaker || ': ' || m.content ELSE m.content END"
 
 
+def _without_vector(layer: str) -> str:
+    """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1) that have no vector
+    for a model; parameters: model, layer. Shared by the scan and its count."""
+    table = "l1_memories" if layer == "l1" else "l0_messages"
+    active = " AND m.status = 'active'" if layer == "l1" else ""
+    return (
+        f"FROM {table} m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?"
+        f" AND v.layer = ? AND v.text_hash = m.text_hash){active}"
+    )
+
+
 def text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
@@ -693,25 +704,22 @@ class Store(PipelineTables):
         Either the next ``limit`` such rows after rowid ``after`` (a resumable scan: each row is
         looked at once, however large the table) or those among ``rowids``.
         """
-        table = "l1_memories" if layer == "l1" else "l0_messages"
         text = "m.content" if layer == "l1" else _L0_INDEXED_M
-        where = " AND m.status = 'active'" if layer == "l1" else ""
         params: list[Any] = [model, layer]
         if rowids is not None:
             if not rowids:
                 return []
-            where += f" AND m.rowid IN ({','.join('?' * len(rowids))})"
+            where = f" AND m.rowid IN ({','.join('?' * len(rowids))})"
             params += rowids
         else:
-            where += " AND m.rowid > ?"
+            where = " AND m.rowid > ?"
             params.append(after)
         params.append(limit)
         return (
             self.reader()
             .execute(
-                f"SELECT m.rowid, m.scope, m.text_hash, {text} FROM {table} m"
-                f" WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ? AND v.layer = ?"
-                f" AND v.text_hash = m.text_hash){where} ORDER BY m.rowid LIMIT ?",
+                f"SELECT m.rowid, m.scope, m.text_hash, {text}"
+                f" {_without_vector(layer)}{where} ORDER BY m.rowid LIMIT ?",
                 params,
             )
             .fetchall()
@@ -720,18 +728,8 @@ class Store(PipelineTables):
     def count_missing_vectors(self, layer: str, model: str) -> int:
         """How many rows of ``layer`` have no vector for ``model`` (what a start-up scan of
         :meth:`missing_vectors` has ahead of it)."""
-        table = "l1_memories" if layer == "l1" else "l0_messages"
-        where = " AND m.status = 'active'" if layer == "l1" else ""
-        row = (
-            self.reader()
-            .execute(
-                f"SELECT count(*) FROM {table} m WHERE NOT EXISTS (SELECT 1 FROM vectors v"
-                f" WHERE v.model = ? AND v.layer = ? AND v.text_hash = m.text_hash){where}",
-                (model, layer),
-            )
-            .fetchone()
-        )
-        return int(row[0])
+        sql = f"SELECT count(*) {_without_vector(layer)}"
+        return int(self.reader().execute(sql, (model, layer)).fetchone()[0])
 
     def on_rows_written(self, listener: Any) -> None:
         """Call ``listener(layer, rowids)`` after rows are written or their text changes."""

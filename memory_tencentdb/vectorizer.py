@@ -413,14 +413,24 @@ class Vectorizer:
 
     def _prune_expected(self) -> None:
         """Drop expected rows that now have a vector in every model (asked of the store, so a
-        row whose text was already embedded, or one the start-up scan took, counts too)."""
+        row whose text was already embedded, or one the start-up scan took, counts too) and
+        that the fill loop no longer holds queued or in flight for some model."""
         with self._expected_cond:
             snapshot = {scope: sorted(ids) for scope, ids in self._expected.items() if ids}
         if not snapshot:
             return
+        # The store's vectors are keyed by the text's hash: a row whose text another row already
+        # has (the same memory in two scopes) "has a vector" at once, but is in its own scope's
+        # index only once the loop re-embeds it (``_fill_once``, via ``_rows_of``). Until then it
+        # still counts as missing, or a recall that waited for it sees a partial index (measured:
+        # wait_embedded returned with 33 of 235 such rows indexed).
+        with self._idle_lock:
+            pending = [self._inflight.get("l1", set())]
+            pending += [q for key, q in self._queued.items() if key[1] == "l1"]
+            held = {r for ids in snapshot.values() for r in ids if any(r in s for s in pending)}
         still: dict[str, set[int]] = {}
         for scope, ids in snapshot.items():
-            missing: set[int] = set()
+            missing: set[int] = {r for r in ids if r in held}
             for emb in self.embedders:
                 for start in range(0, len(ids), 500):
                     part = ids[start : start + 500]

@@ -1,0 +1,83 @@
+"""``wait_embedded`` waits for rows whose text another row already has (the same memory in two
+scopes), not only for texts never embedded before.
+
+The store's vectors are keyed by the text's hash, so a second scope's copy of a memory "has a
+vector" at once, yet its own scope's index only gets it when the fill loop re-embeds it. A
+recall that waited for it must then find it (measured before the fix: wait_embedded returned
+True with 33 of 235 such rows in the scope's index).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory_tencentdb.config import load_settings
+from memory_tencentdb.engine import Engine
+from memory_tencentdb.text.embedding_text import for_embedding
+
+THINGS_ZH = ["邮票", "硬币", "贝壳", "明信片", "茶壶", "古书", "唱片", "石头", "钥匙扣", "地图"]
+THINGS_EN = ["stamps", "coins", "shells", "postcards", "teapots", "old books", "vinyl records"]
+N = 150
+
+
+def _texts() -> list[str]:
+    out = []
+    for i in range(N):
+        if i % 2:
+            out.append(f"用户的第{i}个爱好是收集{THINGS_ZH[i % len(THINGS_ZH)]}")
+        else:
+            out.append(f"The user's hobby number {i} is collecting {THINGS_EN[i % len(THINGS_EN)]}")
+    return out
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    settings = load_settings({"TDAI_DATA_DIR": str(tmp_path / "data")}, cwd=tmp_path)
+    eng = Engine(settings)
+    eng.start()
+    try:
+        assert eng.vectorizer.wait_loaded(300)
+        if eng.vectorizer.state != "ready":
+            pytest.skip(f"no embedding model loaded (state={eng.vectorizer.state})")
+        yield eng
+    finally:
+        eng.close()
+
+
+def _write(engine: Engine, scope: str, texts: list[str]) -> list[int]:
+    return [
+        engine.write_memory(content=t, type_="persona", session_key="k", scope=scope).seq
+        for t in texts
+    ]
+
+
+def test_wait_embedded_covers_rows_whose_text_is_already_embedded(engine: Engine) -> None:
+    vec, store = engine.vectorizer, engine.store
+    texts = _texts()
+    first = _write(engine, "s1", texts)
+    assert vec.wait_embedded("s1", 120)
+    for emb in vec.embedders:
+        scores = store.index("l1", emb.model_id).score_rows("s1", np.zeros((1, emb.dim)), first)
+        assert not np.isnan(scores).any(), emb.model_id
+
+    second = _write(engine, "s2", texts)
+    assert vec.wait_embedded("s2", 120)
+    # Right after it returned: every s2 row is in s2's index of every model.
+    for emb in vec.embedders:
+        index = store.index("l1", emb.model_id)
+        scores = index.score_rows("s2", np.zeros((1, emb.dim), dtype=np.float32), second)
+        missing = int(np.isnan(scores).sum())
+        assert missing == 0, f"{emb.model_id}: {missing} of {len(second)} s2 rows not indexed"
+
+    # And a search of s2 with a memory's own vector finds that memory's s2 row first.
+    pick = [0, N // 2 + 1, N - 1]
+    for emb in vec.embedders:
+        index = store.index("l1", emb.model_id)
+        own = np.asarray(emb.embed([for_embedding("l1", texts[i]) for i in pick]), np.float32)
+        for i, query in zip(pick, own, strict=True):
+            hits = index.search("s2", query, 5)
+            assert hits and hits[0][0] == second[i], (emb.model_id, texts[i], hits[:3])

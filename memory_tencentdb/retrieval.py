@@ -87,6 +87,8 @@ class Hits:
     vector: bool = False
     errors: list[str] = field(default_factory=list)
     evidence: dict[int, Evidence] = field(default_factory=dict)
+    # The query's vector per model id (what the relevance gate's query-intent test reads).
+    query_vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def strategy(self) -> str:
@@ -284,6 +286,7 @@ def retrieve(
         except Exception as e:  # noqa: BLE001
             hits.errors.append(f"keyword: {type(e).__name__}: {e}")
     hits.keyword = bool(keyword)
+    hits.query_vectors = qvecs if use_vectors else {}
     if not rankings:
         # Keyword only: the scores are BM25-derived and a threshold is meaningful. With a tiny
         # corpus BM25's IDF is distorted, so when nothing passes but there are only a few hits,

@@ -131,15 +131,16 @@ def test_lexical_pairs_all_in_top_5(recalled):
 
 
 # Issue 12: a question unrelated to anything stored injects nothing. On this broad scope (175
-# memories, many topics) chance matches remain ("What year did the Berlin Wall fall?" against
-# "training for the Berlin marathon"): 16 of the 30 dev questions injected something before the
-# gate asked that what opens it be near the top of a model's own ranking, 14 after, 12 since
-# "How do I reverse a linked list in Python?" and "给我一个匹配邮箱地址的正则表达式。" no longer count
-# as questions about the user (recall.about_the_user). The floor holds that level; the issue's 0
-# is not reached (bench/RESULTS.md).
+# memories, many topics) chance matches are the rule ("What year did the Berlin Wall fall?"
+# against "training for the Berlin marathon"): 16 of the 30 dev questions injected something
+# before the gate asked that what opens it be near the top of a model's own ranking, 14 after,
+# 12 once "How do I ..." and "给我..." stopped counting as questions about the user, and 1 since
+# questions about the world are held to a higher bar (recall.WORLD_SLOPE / WORLD_SHARED; the one
+# left is "Translate 'good morning' into French.", which the query-intent classifier is unsure
+# of). The floor holds that level (bench/RESULTS.md).
 @pytest.mark.slow
 def test_unrelated_questions_on_a_broad_scope_do_not_regress(recalled):
     injecting = {
         q: ids for q, ids in recalled["recalled"].items() if q.startswith("unrelated-") and ids
     }
-    assert len(injecting) <= 12, sorted(injecting)
+    assert len(injecting) <= 1, sorted(injecting)

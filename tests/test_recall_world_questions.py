@@ -1,0 +1,150 @@
+"""Issue 12, "a question unrelated to anything stored injects nothing", for questions about the
+world: their best answer is the same whoever asks, so a personal memory that merely sits near
+them in a model's space ("The user's sister lives in Melbourne" for "What is the capital of
+Australia?") must not be injected. recall.py holds such questions (text.query_intent's verdict)
+to a higher bar. Through the real gateway over HTTP, on a small profile and on the developers'
+gate set (tests/fixtures/dev/gate_queries.json: 60 memories, 45 related messages, 50 world
+questions, most of them touching a stored topic on purpose). The blind set of the same kind is
+measured by bench/recall_quality.py, not here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway import GatewayProcess
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+PROFILE = [
+    "The user's sister lives in Melbourne.",
+    "用户对海鲜过敏，吃虾会起疹子。",
+    "The user is learning to play the cello.",
+    "用户在上海一家银行做风控。",
+    "The user drives a white Tesla Model 3.",
+    "用户每天早上六点去跑步。",
+    "The user's daughter is seven and loves dinosaurs.",
+    "用户正在备考日语能力考试N2。",
+]
+# World questions on the topics of the profile that share no indexed word with it.
+WORLD = [
+    "Which Australian city has the largest population?",
+    "How many strings does a violin have?",
+    "海洋里最大的哺乳动物是什么？",
+    "Who is the founder of the most valuable electric vehicle maker?",
+    "恐龙是在哪个地质年代灭绝的？",
+    "马拉松比赛的距离为什么是42.195公里？",
+    "What is the plural of 'mouse'?",
+    "一年有多少个节气？",
+]
+# Messages whose good answer depends on one memory of the profile (no first person in most).
+RELATED = {
+    "Any tips for a weekend trip to visit my sister?": "The user's sister lives in Melbourne.",
+    "今晚聚餐能点椒盐皮皮虾吗？": "用户对海鲜过敏，吃虾会起疹子。",
+    "Which rosin is good for a beginner string player?": "The user is learning to play the cello.",
+    "What car do I drive?": "The user drives a white Tesla Model 3.",
+    "Suggest a birthday present for my daughter.": "The user's daughter is seven and loves dinosaurs.",
+    "我在准备什么考试来着？": "用户正在备考日语能力考试N2。",
+}
+
+
+def _recall(gw: GatewayProcess, scope: str, query: str) -> dict:
+    with gw.client() as c:
+        r = c.post("/recall", json={"query": query, "session_key": "w", "scope": scope})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _store(gw: GatewayProcess, scope: str, texts: list[str]) -> dict[str, str]:
+    ids = {}
+    with gw.client() as c:
+        for text in texts:
+            r = c.post(
+                "/memories",
+                json={"content": text, "type": "persona", "session_key": "w", "scope": scope},
+            )
+            assert r.status_code == 201, r.text
+            ids[text] = r.json()["id"]
+    gw.wait_embedded(timeout=120)
+    return ids
+
+
+@pytest.fixture(scope="module")
+def profile(shared_gateway: GatewayProcess) -> tuple[GatewayProcess, str]:
+    _store(shared_gateway, "world-profile", PROFILE)
+    return shared_gateway, "world-profile"
+
+
+@pytest.mark.parametrize("query", WORLD)
+def test_world_question_on_a_stored_topic_injects_nothing(profile, query):
+    gw, scope = profile
+    body = _recall(gw, scope, query)
+    assert body["memories"] == [], [m["content"] for m in body["memories"]]
+    assert body["relevance"]["note"] == "nothing stored is related to this query"
+    assert body["strategy"] in ("hybrid", "embedding")
+
+
+# Written with the others, before the run; the models rank the cello first for it but at a
+# z-score of 1.5, under the gate that every question faces (it is not taken for a world
+# question, so the change did not cause it).
+KNOWN_MISS = {
+    "Which rosin is good for a beginner string player?": "z 1.5 < 2.0 before and after the change"
+}
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        pytest.param(q, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISS[q]))
+        if q in KNOWN_MISS
+        else q
+        for q in sorted(RELATED)
+    ],
+)
+def test_message_that_depends_on_a_memory_injects_it(profile, query):
+    gw, scope = profile
+    contents = [m["content"] for m in _recall(gw, scope, query)["memories"]]
+    assert RELATED[query] in contents, contents
+
+
+def test_the_answer_says_when_a_question_was_taken_for_one_about_the_world(profile):
+    gw, scope = profile
+    world = _recall(gw, scope, "Which Australian city has the largest population?")
+    assert world["relevance"]["world_question"] > 0
+    # A question about the user is never held to the world bar, whatever its subject.
+    mine = _recall(gw, scope, "Where does my sister live?")
+    assert "world_question" not in mine["relevance"]
+    assert "The user's sister lives in Melbourne." in [m["content"] for m in mine["memories"]]
+
+
+@pytest.fixture(scope="module")
+def gate_set(shared_gateway: GatewayProcess) -> dict:
+    data = json.loads((FIXTURES / "dev" / "gate_queries.json").read_text("utf-8"))
+    texts = {m["id"]: m["memory"] for m in data["memories"]}
+    ids = _store(shared_gateway, "world-gate-dev", list(texts.values()))
+    got = {}
+    for q in data["related"] + data["world"]:
+        body = _recall(shared_gateway, "world-gate-dev", q["query"])
+        got[q["id"]] = [m["id"] for m in body["memories"]]
+    related = sum(ids[texts[q["memory"]]] in got[q["id"]] for q in data["related"])
+    world = sum(bool(got[q["id"]]) for q in data["world"])
+    injected = sum(len(got[q["id"]]) for q in data["world"])
+    return {"related": related, "world": world, "injected": injected, "data": data}
+
+
+# Measured at the change (bench/RESULTS.md, session 7): before it, 26 of the 50 world questions
+# injected something (with 46 memories in all) and 30 of the 45 related messages got their
+# memory; after it 21 (21 memories), every one of them on a memory that shares a word with the
+# question (古筝 for "古筝一般有多少根弦？"), and still 30. Floors hold that level.
+@pytest.mark.slow
+def test_dev_gate_set_world_questions_inject_less(gate_set):
+    assert gate_set["world"] <= 21, gate_set["world"]
+    assert gate_set["injected"] <= 25, gate_set["injected"]
+
+
+@pytest.mark.slow
+def test_dev_gate_set_related_messages_keep_their_memory(gate_set):
+    assert gate_set["related"] >= 30, gate_set["related"]

@@ -49,3 +49,9 @@ def test_shipped_weights_are_reproduced_by_the_training_script():
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "shipped weights match" in run.stdout
+
+
+def test_the_how_to_classifier_degrades_the_same_way():
+    assert query_intent.howto_logit({}) is None
+    model = next(iter(WORLD))
+    assert query_intent.howto_logit({model: np.ones(3, dtype=np.float32)}) is None

@@ -105,13 +105,15 @@ def _recall_at_5(recalled) -> tuple[float, dict[str, str]]:
 # This set is harder than the issue's measure: most queries need an inference step (a need ->
 # a constraint), not a paraphrase. Issue 12 asks R@5 >= 0.85 of both paraphrase sets; the
 # other one passes it (test_recall_paraphrase.py). Here /recall measured 0.797 (51 of 64; the
-# models' own rankings cap it, bench/results/recall_gateway.md), so the issue's bar is tracked
-# as a strict expected failure: 0.85 needs 4 more pairs, so it cannot flip on one pair's noise
+# models' own rankings cap it, bench/results/recall_gateway.md), 0.781 (50) since world
+# questions face a higher bar ("Help me plan a lab lesson about acids and bases" is taken for
+# one), so the issue's bar is tracked
+# as a strict expected failure: 0.85 needs 5 more pairs, so it cannot flip on one pair's noise
 # (an 0.80 bar did, at 51 vs 52 of 64), and it turns red the day the bar is reached, so the
 # marker gets removed. A floor guards the level reached.
 @pytest.mark.slow
 @pytest.mark.xfail(
-    strict=True, reason="inference pairs: 0.797 measured, the issue's 0.85 not reached"
+    strict=True, reason="inference pairs: 0.781 measured, the issue's 0.85 not reached"
 )
 def test_inference_pairs_reach_the_issue_bar(recalled):
     r5, misses = _recall_at_5(recalled)
@@ -134,13 +136,12 @@ def test_lexical_pairs_all_in_top_5(recalled):
 # memories, many topics) chance matches are the rule ("What year did the Berlin Wall fall?"
 # against "training for the Berlin marathon"): 16 of the 30 dev questions injected something
 # before the gate asked that what opens it be near the top of a model's own ranking, 14 after,
-# 12 once "How do I ..." and "给我..." stopped counting as questions about the user, and 1 since
-# questions about the world are held to a higher bar (recall.WORLD_SLOPE / WORLD_SHARED; the one
-# left is "Translate 'good morning' into French.", which the query-intent classifier is unsure
-# of). The floor holds that level (bench/RESULTS.md).
+# 12 once "How do I ..." and "给我..." stopped counting as questions about the user, and 0 since
+# questions about the world are held to a higher bar (recall.WORLD_MIN / WORLD_SLOPE /
+# WORLD_SHARED). The issue's 0 is the floor (bench/RESULTS.md).
 @pytest.mark.slow
 def test_unrelated_questions_on_a_broad_scope_do_not_regress(recalled):
     injecting = {
         q: ids for q, ids in recalled["recalled"].items() if q.startswith("unrelated-") and ids
     }
-    assert len(injecting) <= 1, sorted(injecting)
+    assert not injecting, sorted(injecting)

@@ -191,3 +191,60 @@ def _at(ranks: list[int | None], k: int) -> float:
     return (
         round(sum(1 for r in ranks if r is not None and r <= k) / len(ranks), 3) if ranks else 0.0
     )
+
+
+def gate_recall(
+    root: Path,
+    data: dict[str, Any],
+    extra_items: list[dict[str, Any]] | None = None,
+    methods: tuple[str, ...] = METHODS,
+    top: int = 5,
+) -> dict[str, Any]:
+    """The relevance gate on a gate set (the schema of tests/fixtures/dev/gate_queries.json):
+    its memories (plus ``extra_items``, other memories, for a broad scope) stored with
+    ``POST /memories``, every related message and world question asked of ``POST /recall``.
+    Per method: related R@5 (its memory among those injected), world questions injecting
+    anything, memories injected for them in all."""
+    data_dir = root / "data"
+    env = {"TDAI_MEMORY__RECALL__MAX_RESULTS": str(top)}
+    items = [{"id": m["id"], "memory": m["memory"]} for m in data["memories"]]
+    items += extra_items or []
+    ids: dict[str, str] = {}
+    out: dict[str, Any] = {"memories": len(items), "methods": {}}
+    for n, method in enumerate(methods):
+        gw = _gateway(data_dir, method, env).start(timeout=120)
+        try:
+            with gw.client(timeout=60) as http:
+                if n == 0:
+                    for item in items:
+                        r = http.post(
+                            "/memories",
+                            json={
+                                "content": item["memory"],
+                                "type": "persona",
+                                "session_key": "gate",
+                                "scope": "gate",
+                            },
+                        )
+                        assert r.status_code == 201, r.text
+                        ids[item["id"]] = r.json()["id"]
+                gw.wait_embedded(timeout=300)
+
+                def recalled(query: str) -> list[str]:
+                    r = http.post(
+                        "/recall", json={"query": query, "session_key": "gate", "scope": "gate"}
+                    )
+                    assert r.status_code == 200, r.text
+                    return [m["id"] for m in r.json()["memories"]]
+
+                related = [ids[q["memory"]] in recalled(q["query"]) for q in data["related"]]
+                world = [recalled(q["query"]) for q in data["world"]]
+            out["methods"][method] = {
+                "related_r5": round(sum(related) / len(related), 3),
+                "related_hits": f"{sum(related)}/{len(related)}",
+                "world_injecting": f"{sum(1 for w in world if w)}/{len(world)}",
+                "world_memories_injected": sum(len(w) for w in world),
+            }
+        finally:
+            gw.stop()
+    return out

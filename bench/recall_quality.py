@@ -906,7 +906,7 @@ def gateway_run() -> dict:
     sets. Blind sets are measured as they are: only aggregate figures are kept."""
     import tempfile
 
-    from tests.support.quality_eval import conversation_recall, paraphrase_recall
+    from tests.support.quality_eval import conversation_recall, gate_recall, paraphrase_recall
     from tests.support.rules_eval import evaluate as rules_evaluate
 
     fixtures = ROOT / "tests" / "fixtures"
@@ -956,6 +956,15 @@ def gateway_run() -> dict:
             for k in [k for k in m if k.endswith("_r5") and k[:2] in ("zh", "en", "?_")]:
                 m.pop(k)
         out["paraphrase"][name] = res
+    out["gate"] = {}
+    for name in ("dev", "blind"):
+        gate = load_json(f"{name}/gate_queries.json")
+        for broad in (False, True):
+            label = f"{name} gate set" + (" + the 175 inference-set memories" if broad else "")
+            print(f"gate: {label}", flush=True)
+            out["gate"][label] = gate_recall(
+                tmp / f"gate-{name}-{int(broad)}", gate, rp_all if broad else None
+            )
     out["rules"] = {}
     for name, path in (
         ("dev", "dev/rule_statements.json"),
@@ -996,6 +1005,19 @@ def gateway_markdown(res: dict) -> str:
                 f"| {name} ({r['memories']} memories) | {m} | {v['r1']} | {v['r5']} |"
                 f" {v.get('lexical_r5', '-')} | {v.get('flagship_rank', '-')} |"
                 f" {v['unrelated_injecting']}/{v['unrelated_queries']} |"
+            )
+    lines += [
+        "",
+        "| gate set (/recall) | method | related R@5 | world questions injecting |"
+        " memories injected for them |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in res.get("gate", {}).items():
+        for m, v in r["methods"].items():
+            lines.append(
+                f"| {name} ({r['memories']} memories) | {m} | {v['related_r5']}"
+                f" ({v['related_hits']}) | {v['world_injecting']} |"
+                f" {v['world_memories_injected']} |"
             )
     lines += [
         "",

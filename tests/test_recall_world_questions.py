@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.gateway import GatewayProcess
+from tests.support.recall_eval import post_memories
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -59,15 +60,9 @@ def _recall(gw: GatewayProcess, scope: str, query: str) -> dict:
 
 
 def _store(gw: GatewayProcess, scope: str, texts: list[str]) -> dict[str, str]:
-    ids = {}
+    """Stored memory id per text."""
     with gw.client() as c:
-        for text in texts:
-            r = c.post(
-                "/memories",
-                json={"content": text, "type": "persona", "session_key": "w", "scope": scope},
-            )
-            assert r.status_code == 201, r.text
-            ids[text] = r.json()["id"]
+        ids = post_memories(c, [{"id": t, "memory": t} for t in texts], scope, "w")
     gw.wait_embedded(timeout=120)
     return ids
 

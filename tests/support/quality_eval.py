@@ -22,6 +22,7 @@ from statistics import mean
 from typing import Any
 
 from tests.support.gateway import GatewayProcess
+from tests.support.recall_eval import post_memories
 
 METHODS = ("keyword", "embedding", "hybrid")
 
@@ -143,18 +144,7 @@ def paraphrase_recall(
         try:
             with gw.client(timeout=60) as http:
                 if n == 0:
-                    for item in items:
-                        r = http.post(
-                            "/memories",
-                            json={
-                                "content": item["memory"],
-                                "type": "persona",
-                                "session_key": "paraphrase",
-                                "scope": "paraphrase",
-                            },
-                        )
-                        assert r.status_code == 201, r.text
-                        memory_ids[item["id"]] = r.json()["id"]
+                    memory_ids.update(post_memories(http, items, "paraphrase", "paraphrase"))
                 gw.wait_embedded(timeout=300)
                 ranks: dict[str, int | None] = {}
                 per_lang: dict[str, list[int | None]] = defaultdict(list)
@@ -216,18 +206,7 @@ def gate_recall(
         try:
             with gw.client(timeout=60) as http:
                 if n == 0:
-                    for item in items:
-                        r = http.post(
-                            "/memories",
-                            json={
-                                "content": item["memory"],
-                                "type": "persona",
-                                "session_key": "gate",
-                                "scope": "gate",
-                            },
-                        )
-                        assert r.status_code == 201, r.text
-                        ids[item["id"]] = r.json()["id"]
+                    ids.update(post_memories(http, items, "gate", "gate"))
                 gw.wait_embedded(timeout=300)
 
                 def recalled(query: str) -> list[str]:

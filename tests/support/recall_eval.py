@@ -5,8 +5,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from tests.support.gateway import GatewayProcess
+
+
+def post_memories(http: Any, items: Iterable[dict], scope: str, session_key: str) -> dict[str, str]:
+    """POST /memories every item (``{"id", "memory"}``) as a persona memory of ``scope``;
+    returns item id -> stored memory id."""
+    memory_ids: dict[str, str] = {}
+    for item in items:
+        r = http.post(
+            "/memories",
+            json={
+                "content": item["memory"],
+                "type": "persona",
+                "session_key": session_key,
+                "scope": scope,
+            },
+        )
+        assert r.status_code == 201, r.text
+        memory_ids[item["id"]] = r.json()["id"]
+    return memory_ids
 
 
 def store_and_recall(
@@ -26,19 +46,7 @@ def store_and_recall(
     gateway.start(timeout=120)
     try:
         with gateway.client(timeout=60) as http:
-            memory_ids: dict[str, str] = {}
-            for item in items:
-                r = http.post(
-                    "/memories",
-                    json={
-                        "content": item["memory"],
-                        "type": "persona",
-                        "session_key": session_key,
-                        "scope": scope,
-                    },
-                )
-                assert r.status_code == 201, r.text
-                memory_ids[item["id"]] = r.json()["id"]
+            memory_ids = post_memories(http, items, scope, session_key)
             gateway.wait_embedded(timeout=120)
             recalled: dict[str, list[str]] = {}
             for q in queries:

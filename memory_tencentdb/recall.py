@@ -297,7 +297,7 @@ def relevant_hits(
         return hits.ranked, {"applied": False, "considered": len(hits.ranked)}
 
     self_query = about_the_user(query)
-    vectors = getattr(hits, "query_vectors", {}) or {}
+    vectors = hits.query_vectors
     world = None if self_query else world_logit(vectors)
     world = world if world is not None and world > WORLD_MIN else None
     how_to = howto_logit(vectors) if world is not None else None
@@ -308,24 +308,22 @@ def relevant_hits(
             bar = min(bar, WORLD_SHARED)
         return e.relevance is not None and e.relevance >= bar
 
-    def opens(e: Any) -> bool:
-        if e.model_rank is None or e.model_rank > GATE_MODEL_RANK:
-            return False
+    def clears(e: Any, bar: float) -> bool:
         if world is not None:
+            # The world bar stands for the opener and for what goes in beside it (with the
+            # first version of this rule: 92 -> 26 memories injected for the dev gate set's
+            # world questions on its broad scope, no related one lost).
             return world_bar(e)
-        return (e.relevance is not None and e.relevance >= RELEVANCE_GATE) or (
+        return (e.relevance is not None and e.relevance >= bar) or (
             self_query and e.relevance_best is not None and e.relevance_best >= RELEVANCE_SELF
         )
 
+    def opens(e: Any) -> bool:
+        near_top = e.model_rank is not None and e.model_rank <= GATE_MODEL_RANK
+        return near_top and clears(e, RELEVANCE_GATE)
+
     def keeps(e: Any) -> bool:
-        if world is not None:
-            # What goes in beside the opener clears the same bar (with the first version of
-            # this rule: 92 -> 26 memories injected for the dev gate set's world questions on
-            # its broad scope, no related one lost).
-            return world_bar(e)
-        return (e.relevance is not None and e.relevance >= RELEVANCE_KEEP) or (
-            self_query and e.relevance_best is not None and e.relevance_best >= RELEVANCE_SELF
-        )
+        return clears(e, RELEVANCE_KEEP)
 
     def passes(rowid: int, test: Any) -> bool:
         e = ev.get(rowid)

@@ -424,10 +424,7 @@ class Vectorizer:
         # index only once the loop re-embeds it (``_fill_once``, via ``_rows_of``). Until then it
         # still counts as missing, or a recall that waited for it sees a partial index (measured:
         # wait_embedded returned with 33 of 235 such rows indexed).
-        with self._idle_lock:
-            pending = [self._inflight.get("l1", set())]
-            pending += [q for key, q in self._queued.items() if key[1] == "l1"]
-            held = {r for ids in snapshot.values() for r in ids if any(r in s for s in pending)}
+        held = self.unembedded("l1", [r for ids in snapshot.values() for r in ids])
         still: dict[str, set[int]] = {}
         for scope, ids in snapshot.items():
             missing: set[int] = {r for r in ids if r in held}

@@ -335,39 +335,44 @@ class Vectorizer:
                             left = self._scan_left.get(key)
                             if left is not None:
                                 self._scan_left[key] = max(0, left - len(rows))
+                            # Past the cursor but not embedded yet: ``unembedded`` must see them.
+                            scanning = [r[0] for r in rows]
+                            self._inflight[layer].update(scanning)
                         else:
                             self._scanned.add(key)
                             self._scan_left.pop(key, None)
-                else:
-                    with self._idle_lock:
-                        queued = self._queued[key]
-                        take = sorted(queued)[:BATCH]
-                        queued.difference_update(take)
-                        self._inflight[layer].update(take)
-                    try:
-                        rows = self.store.missing_vectors(layer, emb.model_id, BATCH, rowids=take)
-                        worked = worked or bool(take)
-                        # A row whose text some other row already has (the same memory in two
-                        # scopes, a repeated "ok") has its vector stored but is not in the
-                        # index yet: embed it again so it is found in its own scope.
-                        found = {r[0] for r in rows}
-                        rows += self._rows_of(layer, [r for r in take if r not in found])
-                        if rows:
-                            pending += len(rows)
+                    if rows:
+                        pending += len(rows)
+                        try:
                             self._embed_rows(emb, layer, rows)
-                    except BaseException:
-                        with self._idle_lock:  # not lost: the next pass takes them again
-                            queued.update(take)
-                        raise
-                    finally:
-                        with self._idle_lock:
-                            self._inflight[layer].difference_update(take)
+                        finally:
+                            with self._idle_lock:
+                                self._inflight[layer].difference_update(scanning)
+                        worked = True
                     continue
-                if not rows:
-                    continue
-                pending += len(rows)
-                self._embed_rows(emb, layer, rows)
-                worked = True
+                with self._idle_lock:
+                    queued = self._queued[key]
+                    take = sorted(queued)[:BATCH]
+                    queued.difference_update(take)
+                    self._inflight[layer].update(take)
+                try:
+                    rows = self.store.missing_vectors(layer, emb.model_id, BATCH, rowids=take)
+                    worked = worked or bool(take)
+                    # A row whose text some other row already has (the same memory in two
+                    # scopes, a repeated "ok") has its vector stored but is not in the
+                    # index yet: embed it again so it is found in its own scope.
+                    found = {r[0] for r in rows}
+                    rows += self._rows_of(layer, [r for r in take if r not in found])
+                    if rows:
+                        pending += len(rows)
+                        self._embed_rows(emb, layer, rows)
+                except BaseException:
+                    with self._idle_lock:  # not lost: the next pass takes them again
+                        queued.update(take)
+                    raise
+                finally:
+                    with self._idle_lock:
+                        self._inflight[layer].difference_update(take)
             if layer == "l1":
                 self._prune_expected()
         self.pending = pending
@@ -376,15 +381,33 @@ class Vectorizer:
     # ------------------------------------------------------------------ direct writes
 
     def unembedded(self, layer: str, rowids: list[int]) -> set[int]:
-        """Those of ``rowids`` written since the models loaded that some model has not embedded
-        yet (in memory, no query): retrieval must not rank them as if the models had judged
-        them."""
+        """Those of ``rowids`` that some model has not embedded yet: retrieval must not rank them
+        as if the models had judged them.
+
+        Rows written since the models loaded are known in memory. Rows stored before (a restart
+        right after a capture, a kill mid-backlog) are known only to the start-up scan: while it
+        runs, those past its cursor are looked up in the store (at most the keyword side's
+        candidates, and only until the scan ends). Before, a message captured just before a
+        restart lost its exact keyword match to any embedded neighbour for as long as the scan
+        took to reach it (seen in CI: "最后一句话" ranked second after a kill).
+        """
         if self.state != "ready" or not rowids:
             return set()
         with self._idle_lock:
             sets = [self._inflight.get(layer, set())]
             sets += [q for key, q in self._queued.items() if key[1] == layer]
-            return {r for r in rowids if any(r in s for s in sets)}
+            found = {r for r in rowids if any(r in s for s in sets)}
+            unscanned = [
+                (model, self._cursor.get((model, lay), 0))
+                for (model, lay) in self._queued
+                if lay == layer and (model, lay) not in self._scanned
+            ]
+        for model, cursor in unscanned:
+            ahead = [r for r in rowids if r > cursor and r not in found]
+            if ahead:
+                rows = self.store.missing_vectors(layer, model, len(ahead), rowids=ahead)
+                found.update(r[0] for r in rows)
+        return found
 
     def expect(self, scope: str, rowids: list[int]) -> None:
         """L1 rows just written for ``scope`` (stored, keyword-searchable, no vector yet): wake

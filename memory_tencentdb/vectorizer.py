@@ -266,11 +266,18 @@ class Vectorizer:
                 "semantic recall DISABLED, using keyword-only recall: no embedding model loaded"
             )
             return
+        # Listen for writes before the indexes are built from the stored vectors, not after: a
+        # row written in between whose text already has a vector (the same memory in another
+        # scope) is missed by the build and by the start-up scan (which looks for texts without
+        # a vector), so it would be in no index until rewritten. Queued, it is indexed once
+        # more at worst.
+        for emb in ready:
+            for layer in ("l1", "l0"):
+                self._queued[(emb.model_id, layer)] = set()
+        self.store.on_rows_written(self._rows_written)
         for emb in ready:
             for layer in ("l1", "l0"):
                 self.store.open_index(layer, emb.model_id, emb.dim, self.index_backends[layer])
-                self._queued[(emb.model_id, layer)] = set()
-        self.store.on_rows_written(self._rows_written)
         self.embedders = ready
         self.state = "ready"
         log.info("embedding ready: %s", ", ".join(e.model_id for e in ready))

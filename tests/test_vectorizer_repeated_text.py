@@ -9,6 +9,7 @@ True with 33 of 235 such rows in the scope's index).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,3 +82,49 @@ def test_wait_embedded_covers_rows_whose_text_is_already_embedded(engine: Engine
         for i, query in zip(pick, own, strict=True):
             hits = index.search("s2", query, 5)
             assert hits and hits[0][0] == second[i], (emb.model_id, texts[i], hits[:3])
+
+
+def test_a_repeated_text_written_while_the_indexes_are_built_is_indexed(tmp_path: Path) -> None:
+    """A memory written after the start-up build read the stored vectors, whose text already has
+    a vector (the same memory in another scope), is found by neither the build nor the start-up
+    scan (which looks for texts without a vector): only the write listener can queue it, so it
+    must listen before the build. Before, such a memory was in no index until rewritten."""
+    settings = load_settings({"TDAI_DATA_DIR": str(tmp_path / "data")}, cwd=tmp_path)
+    text = "用户的猫叫年糕，是一只橘猫"
+    first = Engine(settings)
+    first.start()
+    try:
+        assert first.vectorizer.wait_loaded(300)
+        if first.vectorizer.state != "ready":
+            pytest.skip(f"no embedding model loaded (state={first.vectorizer.state})")
+        first.write_memory(content=text, type_="persona", session_key="k", scope="s1")
+        assert first.vectorizer.wait_embedded("s1", 120)
+    finally:
+        first.close()
+
+    eng = Engine(settings)
+    build = eng.store.open_index
+    written: list[int] = []
+
+    def build_then_write(layer: str, model: str, dim: int, backend: str):
+        index = build(layer, model, dim, backend)
+        if not written:  # right after the first build read the stored vectors
+            row = eng.write_memory(content=text, type_="persona", session_key="k", scope="s2")
+            written.append(row.seq)
+        return index
+
+    eng.store.open_index = build_then_write  # type: ignore[method-assign]
+    eng.start()
+    try:
+        assert eng.vectorizer.wait_loaded(300)
+        assert written
+        assert eng.vectorizer.wait_embedded("s2", 120)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not eng.vectorizer.idle:
+            time.sleep(0.1)
+        for emb in eng.vectorizer.embedders:
+            index = eng.store.index("l1", emb.model_id)
+            scores = index.score_rows("s2", np.zeros((1, emb.dim), np.float32), written)
+            assert not np.isnan(scores).any(), f"{emb.model_id}: the s2 copy is in no index"
+    finally:
+        eng.close()

@@ -61,8 +61,12 @@ def test_first_recall_and_search_wait_for_the_models(start_gateway):
 
 
 def test_models_slower_than_the_budget_answer_keyword_only_and_say_so(start_gateway):
-    """A recall budget shorter than the model load: answered in time, keyword-only, logged."""
-    gw = start_gateway(env={"TDAI_RECALL_TIMEOUT_MS": "300"})
+    """A recall budget shorter than the model load: answered in time, keyword-only, logged.
+
+    1000 ms: the query waits 70% of it for the models (they take 2-3 s to load here) and keeps
+    300 ms for the keyword search, which runs beside the load on 2 cores. With 300 ms (90 ms
+    left for the search) the answer was "timeout" in 2 of the last 3 full-suite runs."""
+    gw = start_gateway(env={"TDAI_RECALL_TIMEOUT_MS": "1000"})
     scope = f"ready-{uuid.uuid4().hex[:8]}"
     gw.stop()
     gw.start(ready=False)

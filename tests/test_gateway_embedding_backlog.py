@@ -174,21 +174,22 @@ def test_a_change_that_keeps_the_text_embeds_nothing(start_gateway):
         assert after == {m: n + 1 for m, n in before.items()}, (before, after)
 
 
-@pytest.mark.both_backends
-def test_after_a_kill_mid_backlog_the_rest_is_counted_as_it_is_scanned(start_gateway, tmp_path):
-    """SIGKILL while 300 messages embed; after the restart the start-up scan finds the rest:
-    /health counts it (not only "scanning"), the count falls to 0, every message has a vector."""
-    data = tmp_path / "killed"
-    gw = start_gateway(data_dir=data)
-    messages = _turns("k")
+def _capture_kill_restart(gw: GatewayProcess, scope: str, messages: list[dict[str, str]]) -> None:
+    """Capture ``messages`` at once, SIGKILL the gateway before it can embed them, restart it."""
     with gw.client(timeout=30) as http:
-        r = http.post(
-            "/capture", json={"scope": "killed", "session_key": "k", "messages": messages}
-        )
+        r = http.post("/capture", json={"scope": scope, "session_key": scope, "messages": messages})
         assert r.status_code == 200, r.text
     gw.proc.kill()
     gw.proc.wait(10)
     gw.start(timeout=120)
+
+
+@pytest.mark.both_backends
+def test_after_a_kill_mid_backlog_the_rest_is_counted_as_it_is_scanned(start_gateway, tmp_path):
+    """SIGKILL while 300 messages embed; after the restart the start-up scan finds the rest:
+    /health counts it (not only "scanning"), the count falls to 0, every message has a vector."""
+    gw = start_gateway(data_dir=tmp_path / "killed")
+    _capture_kill_restart(gw, "killed", _turns("k"))
     counted = []
     with gw.client(timeout=30) as http:
         deadline = time.monotonic() + 240
@@ -219,21 +220,10 @@ def test_a_message_stored_before_a_restart_keeps_its_exact_match_while_the_scan_
     scan reaches it; meanwhile hybrid search must still put its exact keyword match first, not
     rank it as if the models had judged it and found nothing (seen in CI: "最后一句话" searched
     right after a restart came second, behind a turn the models liked)."""
-    data = tmp_path / "restarted"
-    gw = start_gateway(data_dir=data)
+    gw = start_gateway(data_dir=tmp_path / "restarted")
     last = "最后一句话：阳台上的多肉三天浇一次水"
-    messages = _turns("r") + [
-        {"role": "user", "content": last},
-        {"role": "assistant", "content": "收到"},
-    ]
-    with gw.client(timeout=30) as http:
-        r = http.post(
-            "/capture", json={"scope": "restart", "session_key": "r", "messages": messages}
-        )
-        assert r.status_code == 200, r.text
-    gw.proc.kill()
-    gw.proc.wait(10)
-    gw.start(timeout=120)
+    last_turn = [{"role": "user", "content": last}, {"role": "assistant", "content": "收到"}]
+    _capture_kill_restart(gw, "restart", _turns("r") + last_turn)
     searched = []
     with gw.client(timeout=30) as http:
         deadline = time.monotonic() + 240

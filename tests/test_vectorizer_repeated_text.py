@@ -38,15 +38,21 @@ def _texts() -> list[str]:
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
     settings = load_settings({"TDAI_DATA_DIR": str(tmp_path / "data")}, cwd=tmp_path)
-    eng = Engine(settings)
-    eng.start()
+    eng = _started(Engine(settings))
     try:
-        assert eng.vectorizer.wait_loaded(300)
-        if eng.vectorizer.state != "ready":
-            pytest.skip(f"no embedding model loaded (state={eng.vectorizer.state})")
         yield eng
     finally:
         eng.close()
+
+
+def _started(eng: Engine) -> Engine:
+    """``eng`` started with its models loaded (the test is skipped when none can load)."""
+    eng.start()
+    assert eng.vectorizer.wait_loaded(300)
+    if eng.vectorizer.state != "ready":
+        eng.close()
+        pytest.skip(f"no embedding model loaded (state={eng.vectorizer.state})")
+    return eng
 
 
 def _write(engine: Engine, scope: str, texts: list[str]) -> list[int]:
@@ -91,12 +97,8 @@ def test_a_repeated_text_written_while_the_indexes_are_built_is_indexed(tmp_path
     must listen before the build. Before, such a memory was in no index until rewritten."""
     settings = load_settings({"TDAI_DATA_DIR": str(tmp_path / "data")}, cwd=tmp_path)
     text = "用户的猫叫年糕，是一只橘猫"
-    first = Engine(settings)
-    first.start()
+    first = _started(Engine(settings))
     try:
-        assert first.vectorizer.wait_loaded(300)
-        if first.vectorizer.state != "ready":
-            pytest.skip(f"no embedding model loaded (state={first.vectorizer.state})")
         first.write_memory(content=text, type_="persona", session_key="k", scope="s1")
         assert first.vectorizer.wait_embedded("s1", 120)
     finally:

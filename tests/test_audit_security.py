@@ -2,7 +2,8 @@
 
 - files under the data directory are 0600 and folders 0700, also ones left 0644 by older versions;
 - a Host-header allow-list (loopback names by default) stops DNS rebinding;
-- one ``Authorization`` header, exactly ``Bearer <token>``: duplicates and stray spaces are 401;
+- one ``Authorization`` header, exactly ``Bearer <token>``: duplicates and whitespace inside the
+  value are 401; whitespace around it is not part of the value (RFC 9110) and is ignored;
 - ``/health`` degradations clear once their cause is gone;
 - a 500 does not cost the client its pooled keep-alive connection.
 """
@@ -14,6 +15,9 @@ import shutil
 import socket
 import stat
 from pathlib import Path
+
+from memory_tencentdb.gateway.access import OWNER, AccessPolicy, LivePolicy, _digest
+from memory_tencentdb.gateway.security import GatewayGuard
 
 KEY = "audit-key-4c1d9b"
 
@@ -150,10 +154,32 @@ def test_one_exact_authorization_header(start_gateway):
     assert post(["Bearer wrong", f"Bearer {KEY}"]).startswith(b"HTTP/1.1 401")  # not last-wins
     assert post([f"Bearer {KEY}", f"Bearer {KEY}"]).startswith(b"HTTP/1.1 401")
     # Raw bytes: httpx itself refuses to send a header value with trailing whitespace.
-    for value in (f"Bearer {KEY} ", f"Bearer {KEY}\t", f"Bearer  {KEY}", f"bearer {KEY}"):
+    for value in (f"Bearer  {KEY}", f"Bearer\t{KEY}", f"bearer {KEY}", f"Bearer {KEY}x"):
         assert post([value]).startswith(b"HTTP/1.1 401"), repr(value)
+    # Whitespace around the value is not part of it (RFC 9110 5.5): the same key.
+    for value in (f"Bearer {KEY} ", f"Bearer {KEY}\t", f"Bearer {KEY} \t"):
+        assert post([value]).startswith(b"HTTP/1.1 200"), repr(value)
     # ... and the answer says what is wrong with the header, not that it is missing.
     assert b"exactly 'Authorization: Bearer <key>'" in post([f"bearer {KEY}"])
+
+
+def test_the_guard_reads_the_key_the_same_whatever_the_server_strips():
+    """uvicorn >= 0.55 and h11 strip whitespace around a header value, uvicorn < 0.55 with
+    httptools passed it on: the guard itself must give one answer for both."""
+    policy = LivePolicy(AccessPolicy(by_digest={_digest(KEY.encode()): OWNER}))
+    guard = GatewayGuard(app=None, policy=policy, cors_origins=[], max_body=1024)
+
+    def answer(*values: bytes) -> object:
+        return guard._authorized([(b"authorization", v) for v in values])
+
+    key = KEY.encode()
+    assert answer(b"Bearer " + key) == OWNER
+    for padded in (b"Bearer " + key + b" ", b"Bearer " + key + b"\t", b" Bearer " + key):
+        assert answer(padded) == OWNER, padded
+    for wrong in (b"Bearer  " + key, b"Bearer\t" + key, b"bearer " + key, b"Bearer " + key[:-1]):
+        assert isinstance(answer(wrong), str), wrong
+    assert "more than one" in answer(b"Bearer " + key, b"Bearer " + key)
+    assert "missing" in answer(b"  ")
 
 
 def _day_file(data_dir: Path) -> Path:

@@ -103,14 +103,17 @@ class GatewayGuard:
 
     def _authorized(self, raw_headers: list[tuple[bytes, bytes]]) -> Principal | str | None:
         """The caller's principal, ``None`` with auth off, else the 401 message. Exactly one
-        header, exactly ``Bearer <key>``: a second header or stray whitespace is a client bug
-        or a smuggling attempt, never something to guess about."""
+        header, exactly ``Bearer <key>``: a second header or whitespace inside the value is a
+        client bug or a smuggling attempt, never something to guess about. Whitespace around
+        the value is not part of it (RFC 9110 section 5.5): h11 and uvicorn >= 0.55 strip it
+        before we see the header, older uvicorn with httptools did not, so it is stripped here
+        too and the answer does not depend on the server's version."""
         if not self.policy.enforced:
             return None
         values = [v for k, v in raw_headers if k.lower() == b"authorization"]
         if len(values) > 1:
             return "Unauthorized: more than one Authorization header"
-        raw = values[0] if values else b""
+        raw = values[0].strip(b" \t") if values else b""
         if not raw:
             return "Unauthorized: missing Bearer token"
         if not raw.startswith(b"Bearer "):

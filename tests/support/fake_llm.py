@@ -11,7 +11,8 @@ A reply is a dict:
 - ``{"status": 500, "body": "..."}``        an HTTP error
 - ``{"raw": "not json"}``                   a 200 whose body is exactly this text (malformed)
 - ``{"delay": 2.5, ...}``                   sleep first (combine with any of the above)
-- ``{"embedding": true}`` is never needed: ``/embeddings`` answers deterministic vectors.
+- ``{"embedding": true}`` is never needed: ``/embeddings`` answers deterministic vectors
+  (``fake.embedding_failure`` makes it fail, ``fake.embedding_delay`` makes it slow).
 
 Streaming (``"stream": true``) is answered with server-sent events, as real servers do.
 
@@ -49,6 +50,8 @@ class FakeLLM:
         self._script_used = 0
         # Set to an HTTP status to make /embeddings fail (an embedding service outage).
         self.embedding_failure: int | None = None
+        # Seconds /embeddings sleeps before it answers (a slow embedding service or model).
+        self.embedding_delay: float = 0.0
         # request body -> usage dict reported back (hosts compact on the prompt tokens they see).
         self.usage: Callable[[dict[str, Any]], dict[str, int]] | None = None
         self._lock = threading.Lock()
@@ -188,6 +191,8 @@ def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 self._send(200, json.dumps(out).encode())
 
         def _embeddings(self, body: dict[str, Any]) -> None:
+            if fake.embedding_delay:
+                time.sleep(fake.embedding_delay)
             if fake.embedding_failure:
                 self._send(fake.embedding_failure, b'{"error":{"message":"embeddings down"}}')
                 return

@@ -16,8 +16,9 @@ import socket
 import stat
 from pathlib import Path
 
-from memory_tencentdb.gateway.access import OWNER, AccessPolicy, LivePolicy, _digest
+from memory_tencentdb.gateway.access import OWNER, load_policy
 from memory_tencentdb.gateway.security import GatewayGuard
+from memory_tencentdb.ownership import GatewayAuth
 
 KEY = "audit-key-4c1d9b"
 
@@ -163,10 +164,10 @@ def test_one_exact_authorization_header(start_gateway):
     assert b"exactly 'Authorization: Bearer <key>'" in post([f"bearer {KEY}"])
 
 
-def test_the_guard_reads_the_key_the_same_whatever_the_server_strips():
+def test_the_guard_reads_the_key_the_same_whatever_the_server_strips(tmp_path: Path):
     """uvicorn >= 0.55 and h11 strip whitespace around a header value, uvicorn < 0.55 with
     httptools passed it on: the guard itself must give one answer for both."""
-    policy = LivePolicy(AccessPolicy(by_digest={_digest(KEY.encode()): OWNER}))
+    policy = load_policy(None, tmp_path, GatewayAuth(KEY, "configured"))  # as ``serve`` does
     guard = GatewayGuard(app=None, policy=policy, cors_origins=[], max_body=1024)
 
     def answer(*values: bytes) -> object:

@@ -72,14 +72,7 @@ def test_models_slower_than_the_budget_answer_keyword_only_and_say_so(start_gate
     embedder here is the OpenAI-compatible one on the fake server, which answers the load's
     reference queries after 5 s while the gateway's CPU stays free for the keyword search."""
     with FakeLLM() as fake:
-        env = {
-            "TDAI_RECALL_TIMEOUT_MS": "1000",
-            "TDAI_EMBEDDING_PROVIDER": "openai",
-            "TDAI_EMBEDDING_BASE_URL": fake.base_url,
-            "TDAI_EMBEDDING_MODEL": "fake-embed",
-            "TDAI_EMBEDDING_DIMENSIONS": "32",
-        }
-        gw = start_gateway(env=env)
+        gw = start_gateway(env={**fake.embedding_env(), "TDAI_RECALL_TIMEOUT_MS": "1000"})
         scope = f"ready-{uuid.uuid4().hex[:8]}"
         memory = "用户的妻子是一名儿科医生"
         with gw.client() as c:

@@ -113,14 +113,7 @@ def test_without_sqlite_vec_vectors_are_searched_with_numpy(start_gateway, scope
 
 def test_remote_embeddings_and_their_failure(start_gateway, scope: str):
     with FakeLLM() as fake:
-        env = {
-            "TDAI_EMBEDDING_PROVIDER": "openai",
-            "TDAI_EMBEDDING_BASE_URL": fake.base_url,
-            "TDAI_EMBEDDING_MODEL": "fake-embed",
-            "TDAI_EMBEDDING_DIMENSIONS": "32",
-            "TDAI_EMBEDDING_API_KEY": "emb-key",
-        }
-        gw = start_gateway(env=env)
+        gw = start_gateway(env={**fake.embedding_env(), "TDAI_EMBEDDING_API_KEY": "emb-key"})
         with gw.client() as c:
             health = c.get("/health").json()
             c.post(

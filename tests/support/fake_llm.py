@@ -68,6 +68,16 @@ class FakeLLM:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def embedding_env(self, dimensions: int = 32) -> dict[str, str]:
+        """A gateway's environment for embedding with this server (the OpenAI-compatible
+        provider): a remote embedder whose speed and failures the test decides."""
+        return {
+            "TDAI_EMBEDDING_PROVIDER": "openai",
+            "TDAI_EMBEDDING_BASE_URL": self.base_url,
+            "TDAI_EMBEDDING_MODEL": "fake-embed",
+            "TDAI_EMBEDDING_DIMENSIONS": str(dimensions),
+        }
+
     def start(self) -> FakeLLM:
         self.thread.start()
         return self

@@ -9,7 +9,7 @@ with the data directory's key), and the offline data commands (export, import, p
     memory-tencentdb scopes | persona [--scope S] | scenes [--scope S]
     memory-tencentdb export [--scope S] > memories.jsonl
     memory-tencentdb import FILE | --from-original [DIR]
-    memory-tencentdb purge [--messages]
+    memory-tencentdb purge [--messages] [--dry-run]
 
 Client commands need the gateway running; export reads the files and works either way; import
 and purge rewrite the data directory, so they refuse (exit 3) while a gateway holds its lock.
@@ -487,6 +487,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         f" {report.skipped_memories} already present) and {report.messages} messages"
         f" ({report.skipped_messages} already present) into {settings.data_dir}"
     )
+    if report.other_scope_memories or report.other_scope_messages:
+        print(
+            f"skipped {report.other_scope_memories} memories and {report.other_scope_messages}"
+            " messages whose id belongs to another scope (an import never moves or overwrites"
+            " another scope's records)"
+        )
     print("embeddings are computed in the background by the next `memory-tencentdb serve`.")
     return 0
 
@@ -547,22 +553,41 @@ def cmd_purge(args: argparse.Namespace) -> int:
     settings, lock = _offline(args, "purge")
     if lock is None:
         return LOCKED_EXIT_CODE
+    offload_dir = settings.memory.offload.data_dir
     with lock, progress.bar("purge", unit="steps") as bar:
         report = purge(
             settings.data_dir,
             tzinfo(settings),
             messages=args.messages,
             progress=lambda stage, n: (bar.set_description(f"purge: {stage}"), bar.update(n)),
+            dry_run=args.dry_run,
+            offload_dir=Path(offload_dir).expanduser() if offload_dir else None,
         )
     if not report.memories and not report.versions and not report.messages:
         print("nothing to purge: no forgotten memories")
         return 0
-    print(
-        f"purged {report.memories} forgotten memories ({report.versions} older versions)"
+    what = (
+        f"{report.memories} forgotten memories ({report.versions} older versions)"
         + (f" and {report.messages} source messages" if args.messages else "")
-        + f"; {len(report.files_rewritten)} files rewritten,"
+        + f" of scope(s) {', '.join(report.scopes)}"
+    )
+    if args.dry_run:
+        print(f"would purge {what}; would change {len(report.changes)} files:")
+        for change in report.changes:
+            if change.whole_file:
+                print(f"{change.rel}: the whole file (not text)")
+            for n, preview in change.lines:
+                print(f"{change.rel}:{n}: {preview}")
+        print("(dry run: nothing was changed; run without --dry-run to purge)")
+        return 0
+    print(
+        f"purged {what}; {len(report.files_rewritten)} files rewritten,"
         f" {len(report.backups_removed)} database backups removed"
     )
+    for rel in report.files_rewritten:
+        print(f"  rewritten: {rel}")
+    for rel in report.backups_removed:
+        print(f"  removed:   {rel}")
     if report.messages_kept:
         print(
             f"kept {report.messages_kept} source messages that memories you did not forget"
@@ -659,7 +684,13 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(fn=cmd_import)
     p = sub.add_parser("purge", help="remove forgotten memories' text for good (gateway stopped)")
     p.add_argument(
-        "--messages", action="store_true", help="also the raw messages they were drawn from"
+        "--messages",
+        action="store_true",
+        help="also the raw messages they were drawn from and the lines of the scope's offload"
+        " files quoting them",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="list every file and line it would change"
     )
     p.add_argument("--data-dir", help="the data directory (default: the configured one)")
     p.set_defaults(fn=cmd_purge)

@@ -49,10 +49,9 @@ def _call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> tuple[
             file=sys.stderr,
         )
         return 1, None
-    try:
-        body = r.json()
-    except ValueError:
-        body = {"error": r.text}
+    body = cli.json_of(settings, r)
+    if not isinstance(body, dict):
+        raise cli.not_our_gateway(settings, r, "an answer that is not a JSON object")
     if r.status_code >= 400:
         print(f"error {r.status_code}: {body.get('error', body)}", file=sys.stderr)
         return 1, body
@@ -355,9 +354,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
             # A live gateway answers this at once (the drain runs after the answer); a
             # frozen one would hold the client's 30 s read timeout for nothing.
             r = c.post("/admin/shutdown", json={"drain_s": args.drain}, timeout=5.0)
+        body = cli.json_of(settings, r)
         answered = r.status_code == 202
         if not answered:
-            print(f"the gateway refused to stop: {r.status_code} {r.text}", file=sys.stderr)
+            why = body.get("error", body) if isinstance(body, dict) else body
+            print(f"the gateway refused to stop: {r.status_code} {why}", file=sys.stderr)
+    except cli.NotOurGateway as e:
+        answered = False
+        print(f"memory-tencentdb: {e}", file=sys.stderr)
     except httpx.HTTPError as e:
         answered = False
         print(

@@ -23,9 +23,11 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -219,11 +221,12 @@ def json_of(settings: Any, r: Any) -> Any:
         raise not_our_gateway(settings, r) from None
 
 
-def _client(settings: Any) -> Any:
-    """An HTTP client for the gateway, after checking that what answers on its address is one:
-    ``GET /health`` must have our shape (its body is kept as ``client.health``). Connection
-    errors are raised as ``httpx.HTTPError`` (each command says "not reachable");
-    ``NotOurGateway`` when something else answers."""
+@contextlib.contextmanager
+def _client(settings: Any) -> Iterator[Any]:
+    """An HTTP client for the gateway (``with _client(s) as c``), after checking that what
+    answers on its address is one: ``GET /health`` must have our shape (its body is kept as
+    ``c.health``). Connection errors are raised as ``httpx.HTTPError`` (each command says "not
+    reachable"); ``NotOurGateway`` when something else answers."""
     import httpx  # only the client commands need it; keep `serve` start-up lean
 
     host = settings.server.host
@@ -231,24 +234,17 @@ def _client(settings: Any) -> Any:
         host = "127.0.0.1"
     token = client_token(settings.server, settings.data_dir)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    client = httpx.Client(
+    with httpx.Client(
         base_url=f"http://{host}:{settings.server.port}", headers=headers, timeout=30
-    )
-    try:
+    ) as client:
         r = client.get("/health", timeout=10)
-        try:
-            body = r.json()
-        except ValueError:
-            raise not_our_gateway(settings, r) from None
+        body = json_of(settings, r)
         if not is_gateway_health(body):
             raise not_our_gateway(
                 settings, r, f"{_describe_answer(r)}, /health without a gateway's fields"
             )
-    except BaseException:
-        client.close()
-        raise
-    client.health = body
-    return client
+        client.health = body
+        yield client
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from memory_tencentdb import __version__
 from memory_tencentdb.engine import Engine
 from memory_tencentdb.gateway import access, operations_routes
 from memory_tencentdb.gateway import schemas as s
-from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody
+from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody, settle_idle
 from memory_tencentdb.gateway.offload_routes import offload_router
 from memory_tencentdb.gateway.openapi_doc import document_statuses
 from memory_tencentdb.gateway.security import GatewayGuard, host_name
@@ -119,7 +119,7 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        out = {**engine.health(), "draining": lifecycle.draining}
+        out = settle_idle({**engine.health(), "draining": lifecycle.draining}, engine.busy())
         keys_file = out["keys_file"] = policy.status()
         if keys_file and keys_file["error"]:  # the last good keys are in force meanwhile
             out["degraded"] = [*out["degraded"], f"keys file not used: {keys_file['error']}"]

@@ -576,7 +576,10 @@ def cmd_purge(args: argparse.Namespace) -> int:
         + f" of scope(s) {', '.join(report.scopes)}"
     )
     if args.dry_run:
-        print(f"would purge {what}; would change {len(report.changes)} files:")
+        print(
+            f"would purge {what}; would delete their rows from memory.db and change"
+            f" {len(report.changes)} files:"
+        )
         for change in report.changes:
             if change.whole_file:
                 print(f"{change.rel}: the whole file (not text)")
@@ -590,6 +593,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
     )
     for rel in report.files_rewritten:
         print(f"  rewritten: {rel}")
+    print("  database:  memory.db (their rows deleted, vector tables dropped, VACUUM)")
     for rel in report.backups_removed:
         print(f"  removed:   {rel}")
     if report.messages_kept:

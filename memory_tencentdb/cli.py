@@ -23,9 +23,11 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +183,50 @@ def _lock_or_none(settings: Any, command: str, **info: Any) -> DataDirLock | Non
         return None
 
 
-def _client(settings: Any) -> Any:
+class NotOurGateway(Exception):
+    """Something answers on the gateway's address, but not as a memory-tencentdb gateway (a
+    web server's HTML page, another service's JSON): said in one line, exit 1, no traceback."""
+
+
+def is_gateway_health(body: Any) -> bool:
+    """Whether a ``/health`` body has our gateway's shape (what every version answers)."""
+    return (
+        isinstance(body, dict)
+        and body.get("status") in ("ok", "degraded")
+        and isinstance(body.get("instance"), str)
+        and isinstance(body.get("version"), str)
+        and isinstance(body.get("embedding"), dict)
+    )
+
+
+def _describe_answer(r: Any) -> str:
+    kind = (r.headers.get("content-type") or "no content type").split(";")[0].strip()
+    return f"HTTP {r.status_code}, {kind}"
+
+
+def not_our_gateway(settings: Any, r: Any, what: str = "") -> NotOurGateway:
+    return NotOurGateway(
+        f"something answers on {settings.server.host}:{settings.server.port} but it is not a"
+        f" memory-tencentdb gateway ({what or _describe_answer(r)}); is another program using"
+        " the port? Choose the gateway's with --port / TDAI_GATEWAY_PORT"
+    )
+
+
+def json_of(settings: Any, r: Any) -> Any:
+    """The JSON body of a gateway answer; ``NotOurGateway`` when it is not JSON (every answer
+    of ours is, errors included)."""
+    try:
+        return r.json()
+    except ValueError:
+        raise not_our_gateway(settings, r) from None
+
+
+@contextlib.contextmanager
+def _client(settings: Any) -> Iterator[Any]:
+    """An HTTP client for the gateway (``with _client(s) as c``), after checking that what
+    answers on its address is one: ``GET /health`` must have our shape (its body is kept as
+    ``c.health``). Connection errors are raised as ``httpx.HTTPError`` (each command says "not
+    reachable"); ``NotOurGateway`` when something else answers."""
     import httpx  # only the client commands need it; keep `serve` start-up lean
 
     host = settings.server.host
@@ -189,9 +234,17 @@ def _client(settings: Any) -> Any:
         host = "127.0.0.1"
     token = client_token(settings.server, settings.data_dir)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(
+    with httpx.Client(
         base_url=f"http://{host}:{settings.server.port}", headers=headers, timeout=30
-    )
+    ) as client:
+        r = client.get("/health", timeout=10)
+        body = json_of(settings, r)
+        if not is_gateway_health(body):
+            raise not_our_gateway(
+                settings, r, f"{_describe_answer(r)}, /health without a gateway's fields"
+            )
+        client.health = body
+        yield client
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -200,7 +253,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     try:
         with _client(settings) as c:
-            health = c.get("/health").json()
+            health = c.health
     except httpx.HTTPError as e:
         print(f"gateway not reachable on {settings.server.host}:{settings.server.port}: {e}")
         print(f"data directory: {settings.data_dir}")
@@ -268,7 +321,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         with _client(settings) as c:
             r = c.post(route, json=body)
-            if r.status_code == 200 and not r.json().get("items") and args.scope is None:
+            data = json_of(settings, r)
+            if not isinstance(data, dict):
+                raise not_our_gateway(settings, r)
+            if r.status_code == 200 and not data.get("items") and args.scope is None:
                 _hint_scopes(c, scope)
     except httpx.HTTPError as e:
         print(f"gateway not reachable: {e}", file=sys.stderr)
@@ -282,14 +338,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
         return 1
     if r.status_code != 200:
-        try:
-            body = r.json()
-        except ValueError:
-            body = None
-        message = body.get("error", r.text) if isinstance(body, dict) else r.text
-        print(f"error {r.status_code}: {message}", file=sys.stderr)
+        print(f"error {r.status_code}: {data.get('error', data)}", file=sys.stderr)
         return 1
-    data = r.json()
+    if not isinstance(data.get("items"), list) or not isinstance(data.get("results"), str):
+        raise not_our_gateway(settings, r, "a search answer without items")
     print(json.dumps(data["items"], ensure_ascii=False, indent=2) if args.json else data["results"])
     return 0
 
@@ -420,6 +472,9 @@ def main(argv: list[str] | None = None) -> int:
         # interpreter's own flush at exit does not complain either.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except NotOurGateway as e:
+        print(f"memory-tencentdb: {e}", file=sys.stderr)
+        return 1
     except ConfigError as e:
         print(f"memory-tencentdb: configuration error: {e}", file=sys.stderr)
         return 2

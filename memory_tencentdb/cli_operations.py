@@ -9,7 +9,7 @@ with the data directory's key), and the offline data commands (export, import, p
     memory-tencentdb scopes | persona [--scope S] | scenes [--scope S]
     memory-tencentdb export [--scope S] > memories.jsonl
     memory-tencentdb import FILE | --from-original [DIR]
-    memory-tencentdb purge [--messages]
+    memory-tencentdb purge [--messages] [--dry-run]
 
 Client commands need the gateway running; export reads the files and works either way; import
 and purge rewrite the data directory, so they refuse (exit 3) while a gateway holds its lock.
@@ -49,10 +49,9 @@ def _call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> tuple[
             file=sys.stderr,
         )
         return 1, None
-    try:
-        body = r.json()
-    except ValueError:
-        body = {"error": r.text}
+    body = cli.json_of(settings, r)
+    if not isinstance(body, dict):
+        raise cli.not_our_gateway(settings, r, "an answer that is not a JSON object")
     if r.status_code >= 400:
         print(f"error {r.status_code}: {body.get('error', body)}", file=sys.stderr)
         return 1, body
@@ -355,9 +354,14 @@ def cmd_stop(args: argparse.Namespace) -> int:
             # A live gateway answers this at once (the drain runs after the answer); a
             # frozen one would hold the client's 30 s read timeout for nothing.
             r = c.post("/admin/shutdown", json={"drain_s": args.drain}, timeout=5.0)
+        body = cli.json_of(settings, r)
         answered = r.status_code == 202
         if not answered:
-            print(f"the gateway refused to stop: {r.status_code} {r.text}", file=sys.stderr)
+            why = body.get("error", body) if isinstance(body, dict) else body
+            print(f"the gateway refused to stop: {r.status_code} {why}", file=sys.stderr)
+    except cli.NotOurGateway as e:
+        answered = False
+        print(f"memory-tencentdb: {e}", file=sys.stderr)
     except httpx.HTTPError as e:
         answered = False
         print(
@@ -487,6 +491,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         f" {report.skipped_memories} already present) and {report.messages} messages"
         f" ({report.skipped_messages} already present) into {settings.data_dir}"
     )
+    if report.other_scope_memories or report.other_scope_messages:
+        print(
+            f"skipped {report.other_scope_memories} memories and {report.other_scope_messages}"
+            " messages whose id belongs to another scope (an import never moves or overwrites"
+            " another scope's records)"
+        )
     print("embeddings are computed in the background by the next `memory-tencentdb serve`.")
     return 0
 
@@ -547,22 +557,45 @@ def cmd_purge(args: argparse.Namespace) -> int:
     settings, lock = _offline(args, "purge")
     if lock is None:
         return LOCKED_EXIT_CODE
+    offload_dir = settings.memory.offload.data_dir
     with lock, progress.bar("purge", unit="steps") as bar:
         report = purge(
             settings.data_dir,
             tzinfo(settings),
             messages=args.messages,
             progress=lambda stage, n: (bar.set_description(f"purge: {stage}"), bar.update(n)),
+            dry_run=args.dry_run,
+            offload_dir=Path(offload_dir).expanduser() if offload_dir else None,
         )
     if not report.memories and not report.versions and not report.messages:
         print("nothing to purge: no forgotten memories")
         return 0
-    print(
-        f"purged {report.memories} forgotten memories ({report.versions} older versions)"
+    what = (
+        f"{report.memories} forgotten memories ({report.versions} older versions)"
         + (f" and {report.messages} source messages" if args.messages else "")
-        + f"; {len(report.files_rewritten)} files rewritten,"
+        + f" of scope(s) {', '.join(report.scopes)}"
+    )
+    if args.dry_run:
+        print(
+            f"would purge {what}; would delete their rows from memory.db and change"
+            f" {len(report.changes)} files:"
+        )
+        for change in report.changes:
+            if change.whole_file:
+                print(f"{change.rel}: the whole file (not text)")
+            for n, preview in change.lines:
+                print(f"{change.rel}:{n}: {preview}")
+        print("(dry run: nothing was changed; run without --dry-run to purge)")
+        return 0
+    print(
+        f"purged {what}; {len(report.files_rewritten)} files rewritten,"
         f" {len(report.backups_removed)} database backups removed"
     )
+    for rel in report.files_rewritten:
+        print(f"  rewritten: {rel}")
+    print("  database:  memory.db (their rows deleted, vector tables dropped, VACUUM)")
+    for rel in report.backups_removed:
+        print(f"  removed:   {rel}")
     if report.messages_kept:
         print(
             f"kept {report.messages_kept} source messages that memories you did not forget"
@@ -659,7 +692,13 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(fn=cmd_import)
     p = sub.add_parser("purge", help="remove forgotten memories' text for good (gateway stopped)")
     p.add_argument(
-        "--messages", action="store_true", help="also the raw messages they were drawn from"
+        "--messages",
+        action="store_true",
+        help="also the raw messages they were drawn from and the lines of the scope's offload"
+        " files quoting them",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="list every file and line it would change"
     )
     p.add_argument("--data-dir", help="the data directory (default: the configured one)")
     p.set_defaults(fn=cmd_purge)

@@ -29,13 +29,17 @@ Rules (one place, so every route applies the same ones):
 - Recall and search on a principal's scope also look in every team scope it may read.
 
 The file is checked whole at start-up (unknown fields, unknown principals, short or repeated
-keys are errors): a typo in a permission must stop the gateway, not silently deny or allow.
+keys are errors): a typo in a permission must stop the gateway (exit 2, naming the file and the
+field), not silently deny or allow. A key is at least ``MIN_KEY_CHARS`` (16) visible ASCII
+characters, no whitespace around or inside it. ``"scopes": ["*"]`` is refused: it would own every
+scope, other principals' included; the one spelling of an administrator is ``"owner": true``.
 
 A changed file takes effect without a restart: requests look at its mtime, size and inode at
 most once a second (``LivePolicy``) and re-read it when they changed, so a key added works and
-a key revoked gets 401 within about a second. A new file that fails the same checks is not
-used: the last good keys stay in force, the problem is logged once and shown in ``/health``
-(``keys_file.error``, and ``degraded``) until the file is fixed. Deleting the default
+a key revoked gets 401 within about a second. A new file that fails the same checks (or cannot be
+read or parsed at all) is not used: the last good keys stay in force (fail closed), the problem
+is logged once and shown in ``/health`` (``keys_file.error``, and ``degraded``), and the file is
+read again every second until it is fixed. Deleting the default
 ``keys.json`` leaves only the gateway's own key; a missing ``server.keysFile`` is an error.
 """
 
@@ -74,10 +78,18 @@ Name = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max
 ScopeName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=512)]
 
 
+MIN_KEY_CHARS = 16  # 16 random characters of [A-Za-z0-9] are ~95 bits: not guessable online
+# A key travels in an HTTP header as ``Bearer <key>``: visible ASCII only, so a key with a space,
+# a tab or a newline around or inside it (which could never authenticate) is refused at load.
+KEY_PATTERN = r"^[\x21-\x7e]+$"
+
+
 class _PrincipalEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    key: Annotated[str, StringConstraints(min_length=16, max_length=512)]
+    key: Annotated[
+        str, StringConstraints(min_length=MIN_KEY_CHARS, max_length=512, pattern=KEY_PATTERN)
+    ]
     owner: bool = False
     scopes: list[ScopeName] | None = None
 
@@ -215,6 +227,8 @@ def _read_policy(path: Path, explicit: bool, auth: GatewayAuth) -> AccessPolicy:
         raw = json.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"{path}: cannot read the keys file: {e}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid JSON: nested too deeply") from None
     except ValueError as e:
         raise ConfigError(f"{path}: not valid JSON: {e}") from None
     try:
@@ -223,7 +237,10 @@ def _read_policy(path: Path, explicit: bool, auth: GatewayAuth) -> AccessPolicy:
         problems = []
         for err in e.errors()[:10]:
             where = ".".join(str(x) for x in err.get("loc", ())) or "the file"
-            problems.append(f"{path}: {where}: {err.get('msg', 'invalid')}")
+            msg = err.get("msg", "invalid")
+            if err.get("type") == "string_pattern_mismatch" and where.endswith(".key"):
+                msg = "a key is visible ASCII characters only (no spaces, tabs or newlines)"
+            problems.append(f"{path}: {where}: {msg}")
         raise ConfigError(problems) from None
     problems = []
     by_digest: dict[bytes, Principal] = {_digest(auth.token): OWNER}
@@ -240,6 +257,12 @@ def _read_policy(path: Path, explicit: bool, auth: GatewayAuth) -> AccessPolicy:
             )
             continue
         own = tuple(entry.scopes) if entry.scopes is not None else (name,)
+        if any(pattern == ANYONE for pattern in own):
+            problems.append(
+                f"{path}: principals.{name}.scopes: {ANYONE!r} would own every scope, other"
+                f' principals\' own scopes included; an administrator is spelled "owner": true'
+            )
+            continue
         by_digest[digest] = Principal(name, owner=entry.owner, own=own)
     known = {p.name for p in by_digest.values()} | {ANYONE}
     teams = {}
@@ -311,17 +334,23 @@ class LivePolicy:
         try:
             self._checked = now
             stamp = _stamp(self.path)
-            if stamp == self._stamp:
+            if stamp == self._stamp and self.error is None:
                 return
-            self._stamp = stamp
             try:
                 policy = _read_policy(self.path, self._explicit, self._auth)
-            except (ConfigError, OSError) as e:  # OSError: the file went while being read
-                problem = "; ".join(e.problems) if isinstance(e, ConfigError) else str(e)
+            except Exception as e:  # noqa: BLE001 - fail closed: whatever went wrong, the
+                # last good keys stay in force, /health says why, and it is read again the
+                # next second (a file being written, a permission fixed: no change of stamp).
+                problem = (
+                    "; ".join(e.problems)
+                    if isinstance(e, ConfigError)
+                    else f"{self.path}: cannot use the keys file: {type(e).__name__}: {e}"
+                )
                 if problem != self.error:  # once per distinct problem, not once a second
                     log.error("security: %s; the last good keys stay in force", problem)
                 self.error = problem
                 return
+            self._stamp = stamp
             self._current = policy
             self.error = None
             self.loaded_at = _now()

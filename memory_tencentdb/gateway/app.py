@@ -16,13 +16,15 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from memory_tencentdb import __version__
 from memory_tencentdb.engine import Engine
 from memory_tencentdb.gateway import access, operations_routes
 from memory_tencentdb.gateway import schemas as s
-from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody
+from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody, settle_idle
 from memory_tencentdb.gateway.offload_routes import offload_router
+from memory_tencentdb.gateway.openapi_doc import document_statuses
 from memory_tencentdb.gateway.security import GatewayGuard, host_name
 
 log = logging.getLogger("memory_tencentdb.gateway")
@@ -41,6 +43,16 @@ def _describe(errors: list[dict[str, Any]]) -> str:
         where = ".".join(loc) or "body"
         parts.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(parts)
+
+
+def _allowed(app: FastAPI, scope: dict[str, Any]) -> list[str]:
+    """The methods some route answers on this request's path (Starlette's own 405 names only
+    the first matching route's, and ``/memories`` has two)."""
+    return [
+        m
+        for m in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+        if any(r.matches({**scope, "method": m})[0] == Match.FULL for r in app.router.routes)
+    ]
 
 
 def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
@@ -65,6 +77,7 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.access_policy = policy
+    document_statuses(app)  # /openapi.json lists every status each route answers
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -89,11 +102,13 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
             msg = f"Not found: {request.method} {request.url.path}"
-        elif exc.status_code == 405:
+        elif exc.status_code == 405:  # with "Allow" (RFC 9110 15.5.6)
             msg = f"Method not allowed: {request.method} {request.url.path}"
+            allowed = ", ".join(_allowed(app, request.scope))
+            return JSONResponse({"error": msg}, status_code=405, headers={"Allow": allowed})
         else:
             msg = str(exc.detail)
-        return JSONResponse({"error": msg}, status_code=exc.status_code)
+        return JSONResponse({"error": msg}, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def _fault(request: Request, exc: Exception) -> JSONResponse:
@@ -104,7 +119,7 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        out = {**engine.health(), "draining": lifecycle.draining}
+        out = settle_idle({**engine.health(), "draining": lifecycle.draining}, engine.busy())
         keys_file = out["keys_file"] = policy.status()
         if keys_file and keys_file["error"]:  # the last good keys are in force meanwhile
             out["degraded"] = [*out["degraded"], f"keys file not used: {keys_file['error']}"]

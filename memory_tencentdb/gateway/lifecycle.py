@@ -8,11 +8,20 @@ the pending work now (bounded by ``drain_s``, default ``server.drainTimeoutS``),
 requests meanwhile, and only then exit, which releases the data directory's lock. A drain asked
 for over HTTP (or by the idle timer) can be cancelled until it exits; a second signal exits at
 once. Whatever a bounded drain could not finish stays on disk and resumes at the next start.
+
+A SIGTERM ends the process within ``drain_s`` (+ ``EXIT_GRACE_S``) whatever is pending: the drain
+gets ``drain_s`` less ``CLOSE_RESERVE_S`` (closing the engine: pipeline threads, the offload LLM
+worker, the embedder), and a watchdog exits the process at the bound if closing still waits on
+work it cannot interrupt (a model call, an LLM request). Every write was durable when it was
+answered, so that exit is a crash the next start already recovers from: the embedding backlog,
+L1/L2 and offload LLM work resume from the files and the database.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -22,6 +31,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 log = logging.getLogger("memory_tencentdb.gateway")
+
+# Closing the engine after a drain: pipeline threads get 2 s, the offload worker 2 s (measured:
+# an L1 run caught mid-embedding of a 600-message backlog took 9 s to finish on 2 cores, so a
+# close that waits for work in flight is what overran a 5 s drain by 7.7 s).
+CLOSE_RESERVE_S = 2.0
+EXIT_GRACE_S = 1.0  # past the bound: the watchdog exits (as after a crash)
 
 
 class ShutdownBody(BaseModel):
@@ -53,6 +68,8 @@ class Lifecycle:
         self._lock = threading.Lock()
         self._in_flight = 0
         self._last_activity = time.monotonic()
+        self._exit_by: float | None = None  # monotonic: the watchdog's deadline
+        self._watchdog = threading.Condition()
 
     def bind(self, server: Any) -> None:
         self.server = server
@@ -95,7 +112,8 @@ class Lifecycle:
         return True
 
     def on_signal(self, sig: int) -> bool:
-        """First SIGTERM/SIGINT: drain (final). Second: True = exit now without waiting."""
+        """First SIGTERM/SIGINT: drain (final), the process gone within ``drain_default_s``
+        (+ ``EXIT_GRACE_S``). Second: True = exit now without waiting."""
         self._signals += 1
         name = signal.Signals(sig).name
         if self._signals >= 2:
@@ -104,9 +122,42 @@ class Lifecycle:
                 if self._drain is not None:
                     self._drain.cancelled.set()
                 self.exiting = True
+            self.exit_within(CLOSE_RESERVE_S + EXIT_GRACE_S)
             return True
-        self.request_drain(None, reason=name, cancellable=False)
+        bound = self.drain_default_s
+        # A drain asked over HTTP may be running with a longer bound: the watchdog holds this one.
+        self.exit_within(bound + EXIT_GRACE_S)
+        self.request_drain(max(0.0, bound - CLOSE_RESERVE_S), reason=name, cancellable=False)
         return False
+
+    def exit_within(self, seconds: float) -> None:
+        """Arm (or bring forward) the watchdog: the process exits ``seconds`` from now if it
+        has not by then. Pending work stays on disk, as after a crash."""
+        deadline = time.monotonic() + max(0.0, seconds)
+        with self._watchdog:
+            first = self._exit_by is None
+            if first or deadline < self._exit_by:
+                self._exit_by = deadline
+            self._watchdog.notify_all()
+        if first:
+            threading.Thread(target=self._watch, name="exit-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        with self._watchdog:
+            while True:
+                assert self._exit_by is not None
+                left = self._exit_by - time.monotonic()
+                if left <= 0:
+                    break
+                self._watchdog.wait(left)
+        log.warning(
+            "exit: the drain bound passed with work still closing; exiting now, it resumes"
+            " at the next start (as after a crash)"
+        )
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):  # exiting anyway
+                handler.flush()
+        os._exit(0)
 
     def _run(self, drain: _Drain) -> None:
         try:
@@ -118,6 +169,7 @@ class Lifecycle:
                 return
             self.exiting = True
         log.info("drain (%s) finished: exiting", drain.reason)
+        self.exit_within(CLOSE_RESERVE_S + EXIT_GRACE_S)  # closing waits on nothing for long
         if self.server is not None:
             self.server.should_exit = True
 
@@ -174,3 +226,19 @@ def serving_with_drain(server_cls: type, lifecycle: Lifecycle) -> type:
             # The signal is not re-raised after shutdown: a drained exit is a clean exit (0).
 
     return DrainingServer
+
+
+def settle_idle(health: dict[str, Any], busy: list[str]) -> dict[str, Any]:
+    """``/health``'s ``idle`` (top level) and ``embedding.idle``: true only when nothing is
+    pending anywhere. The embedder's own flag says its last pass found nothing new, which a
+    failing pass or a start-up scan can also say while rows still lack a vector; the backlog
+    counts them. ``busy`` is ``Engine.busy()`` (L1, L2, persona, embeddings)."""
+    emb = health.get("embedding") or {}
+    backlog_left = any(
+        b.get("l0") or b.get("l1") or b.get("scanning") for b in (emb.get("backlog") or {}).values()
+    )
+    if "idle" in emb:
+        emb["idle"] = bool(emb["idle"]) and not backlog_left
+    offload = (health.get("offload") or {}).get("backlog") or {}
+    health["idle"] = not busy and not backlog_left and not any(offload.values())
+    return health

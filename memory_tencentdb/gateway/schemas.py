@@ -17,6 +17,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
+    StrictStr,
     StringConstraints,
     field_validator,
     model_validator,
@@ -93,7 +95,9 @@ class Message(BaseModel):
     role: NonEmpty
     content: Any = None
     timestamp: int | float | str | None = None
-    id: str | int | None = None
+    # A host's message id: text or an integer, never a boolean or a float (``false`` would be
+    # stored as no id at all and the message deduplicated by content alone).
+    id: StrictStr | StrictInt | None = None
     tool_calls: list[Any] | None = None
     tool_call_id: str | None = None
     name: str | None = None

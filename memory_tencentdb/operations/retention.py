@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb.operations.purge import _rewrite_jsonl
+from memory_tencentdb.operations.purge import rewrite_jsonl
 from memory_tencentdb.store import admin, files
 from memory_tencentdb.store.db import Store
 
@@ -92,7 +92,7 @@ def _l0(store: Store, cutoff: datetime, now: datetime, report: RetentionReport) 
         before = {
             rid for _, line in files.read_lines(shard) if (rid := line.get("record_id")) in drop
         }
-        if before and _rewrite_jsonl(shard, lambda line, b=before: line.get("record_id") in b):
+        if before and rewrite_jsonl(shard, lambda line, b=before: line.get("record_id") in b):
             safe |= before
     report.l0_deleted = admin.delete_l0(store, sorted(safe))
 

@@ -46,6 +46,10 @@ class TransferReport:
     skipped_messages: int = 0
     skipped_memories: int = 0
     updated_memories: int = 0
+    # Lines whose id belongs to a record of another scope (in the data directory, or earlier
+    # in the file): skipped, never moved or overwritten.
+    other_scope_messages: int = 0
+    other_scope_memories: int = 0
 
 
 # --------------------------------------------------------------------------- export
@@ -112,15 +116,52 @@ def _need(line: dict[str, Any], n: int, key: str, kind: type | tuple[type, ...])
     return value
 
 
+INT64 = 2**63  # SQLite's INTEGER: a timestamp outside it cannot be stored
+
+
+def _optional(line: dict[str, Any], n: int, key: str, kind: type | tuple[type, ...]) -> None:
+    """``key`` absent or null, else of ``kind``."""
+    if line.get(key) is not None:
+        _need(line, n, key, kind)
+
+
+def _iso(line: dict[str, Any], n: int, key: str) -> None:
+    """An optional date-time field: a string ``datetime.fromisoformat`` reads."""
+    value = line.get(key)
+    if value is None or value == "":
+        return
+    if not isinstance(value, str):
+        raise ImportError_(f"line {n}: {key!r} must be an ISO date-time string, got {value!r:.40}")
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ImportError_(f"line {n}: {key!r} is not an ISO date-time: {value!r:.40}") from None
+
+
+def _str_list(line: dict[str, Any], n: int, key: str) -> None:
+    value = line.get(key)
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ImportError_(f"line {n}: {key!r} must be a list of strings")
+
+
 def _check_message(line: dict[str, Any], n: int) -> dict[str, Any]:
+    """Every field the journal line and the index use, checked before anything is written."""
     _need(line, n, "record_id", str)
     _need(line, n, "content", str)
     _need(line, n, "role", str)
     ts = line.get("timestamp", 0)
     if not isinstance(ts, int) or isinstance(ts, bool):
         raise ImportError_(f"line {n}: 'timestamp' must be epoch milliseconds, got {ts!r:.40}")
+    if not -INT64 <= ts < INT64:
+        raise ImportError_(f"line {n}: 'timestamp' {ts} is out of range (64-bit milliseconds)")
     if not line["record_id"].strip() or not line["content"].strip():
         raise ImportError_(f"line {n}: a message needs a record_id and content")
+    for key in ("scope", "sessionKey", "sessionId", "id", "speaker"):
+        _optional(line, n, key, str)
+    _optional(line, n, "extra", dict)
+    _iso(line, n, "recordedAt")
     return line
 
 
@@ -137,9 +178,13 @@ def _check_memory(line: dict[str, Any], n: int) -> dict[str, Any]:
     priority = line.get("priority", 50)
     if not isinstance(priority, int) or isinstance(priority, bool) or not -1 <= priority <= 100:
         raise ImportError_(f"line {n}: priority must be an integer -1..100")
-    for key, kind in (("source_message_ids", list), ("timestamps", list), ("metadata", dict)):
-        if line.get(key) is not None and not isinstance(line[key], kind):
-            raise ImportError_(f"line {n}: {key!r} must be a {kind.__name__}")
+    for key in ("scope", "scene_name", "session_key", "session_id", "superseded_by", "origin"):
+        _optional(line, n, key, str)
+    _optional(line, n, "metadata", dict)
+    _str_list(line, n, "source_message_ids")
+    _str_list(line, n, "timestamps")
+    for key in ("created_at", "updated_at"):
+        _iso(line, n, key)
     return line
 
 
@@ -159,6 +204,8 @@ def read_export(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[
                     continue
                 try:
                     line = json.loads(raw)
+                except RecursionError:
+                    raise ImportError_(f"line {n}: JSON nested too deeply") from None
                 except ValueError as e:
                     if header is None:
                         raise ImportError_(
@@ -208,6 +255,33 @@ def _day_file(line: dict[str, Any], folder: str, when: str, tz: tzinfo) -> str:
     return files.day_file(folder, at, tz)
 
 
+def _scope(line: dict[str, Any]) -> str:
+    return line.get("scope") or "default"
+
+
+def _own_rows(
+    store: Store, messages: list[dict[str, Any]], memories: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, int]:
+    """The rows that change no other scope: an id already stored under another scope, or
+    given earlier in the file with another scope, is dropped and counted. Read-only."""
+    owner = {m.id: m.scope for m in store.l0_by_ids([m["record_id"] for m in messages])}
+    kept_msgs = []
+    for m in messages:
+        if owner.setdefault(m["record_id"], _scope(m)) == _scope(m):
+            kept_msgs.append(m)
+    owner = {m.id: m.scope for m in store.memories_by_ids([m["id"] for m in memories])}
+    kept_mems = []
+    for m in memories:
+        if owner.setdefault(m["id"], _scope(m)) == _scope(m):
+            kept_mems.append(m)
+    return (
+        kept_msgs,
+        kept_mems,
+        len(messages) - len(kept_msgs),
+        len(memories) - len(kept_mems),
+    )
+
+
 def import_rows(
     store: Store,
     messages: list[dict[str, Any]],
@@ -215,9 +289,13 @@ def import_rows(
     tick: Callable[[int], None] | None = None,
     batch: int = 2000,
 ) -> TransferReport:
-    """Write checked rows: files first (durable), then the index; present rows are skipped."""
+    """Write checked rows: files first (durable), then the index; present rows are skipped,
+    and so is every row whose id is another scope's (an import never changes another scope)."""
     report = TransferReport()
     tz = store.tz
+    messages, memories, report.other_scope_messages, report.other_scope_memories = _own_rows(
+        store, messages, memories
+    )
     for i in range(0, len(messages), batch):
         chunk = messages[i : i + batch]
         have = admin.existing_ids(store, "l0", [m["record_id"] for m in chunk])

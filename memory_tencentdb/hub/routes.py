@@ -20,6 +20,7 @@ from memory_tencentdb.engine import Engine
 from memory_tencentdb.gateway import access
 from memory_tencentdb.gateway.schemas import NonEmpty, OptText, QueryText, Scoped, TeamScopes
 from memory_tencentdb.hub import explain, offload_view
+from memory_tencentdb.hub.counts import TypeCounts
 from memory_tencentdb.hub.sessions import SESSION_PREFIX, HubSessions, key_digest
 from memory_tencentdb.operations import browse
 from memory_tencentdb.operations.browse import BadRequest
@@ -56,6 +57,7 @@ def _session_id(request: Request) -> str | None:
 
 def hub_router(engine: Engine, sessions: HubSessions) -> APIRouter:
     router = APIRouter(prefix="/hub/api")
+    type_counts = TypeCounts()
 
     @router.get("/me")
     def me(request: Request) -> dict[str, Any]:
@@ -90,11 +92,11 @@ def hub_router(engine: Engine, sessions: HubSessions) -> APIRouter:
         conversations (L0)."""
         name = access.readable(request, scope, user_id)
         by_type: dict[str, dict[str, Any]] = {}
-        for type_, priority, n in hub_queries.type_priority_counts(engine.store, name):
+        for type_, priority, n in type_counts.get(engine.store, name):
             entry = by_type.setdefault(type_, {"type": type_, "count": 0, "priorities": {}})
             entry["count"] += n
             entry["priorities"][str(priority)] = n
-        total, _ = hub_queries.conversation_sessions(engine.store, name, 1, 0)
+        total = hub_queries.session_count(engine.store, name)
         persona = browse.persona(engine.data_dir, name)
         scenes = browse.scenes(engine.data_dir, name)["scenes"]
         return {

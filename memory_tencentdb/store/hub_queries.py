@@ -114,3 +114,28 @@ def memories_with_content(store: Store, scope: str, texts: list[str], limit: int
         [scope, *texts, limit],
     )
     return [memory_from_row(r) for r in cur.fetchall()]
+
+
+def session_count(store: Store, scope: str) -> int:
+    """How many sessions the scope's raw messages belong to (``l0_scope_session``, covering)."""
+    row = (
+        store.reader()
+        .execute(
+            "SELECT count(*) FROM (SELECT DISTINCT session_key FROM l0_messages WHERE scope = ?) s",
+            (scope,),
+        )
+        .fetchone()
+    )
+    return int(row[0] or 0)
+
+
+def l1_fingerprint(store: Store, scope: str) -> tuple[int, int]:
+    """``(active count, highest sequence number)`` of a scope's memories, from the
+    ``l1_scope_status`` index alone (milliseconds at 100k): a new, corrected or forgotten memory
+    changes it, so counts cached under it are recomputed."""
+    conn = store.reader()
+    active = conn.execute(
+        "SELECT count(*) FROM l1_memories WHERE scope = ? AND status = 'active'", (scope,)
+    ).fetchone()[0]
+    top = conn.execute("SELECT max(rowid) FROM l1_memories WHERE scope = ?", (scope,)).fetchone()[0]
+    return int(active or 0), int(top or 0)

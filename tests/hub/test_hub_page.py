@@ -248,6 +248,25 @@ def test_mutation_without_the_csrf_token_is_refused(owner: dict[str, Any]) -> No
     assert now["content"] == memory["content"] and now["status"] == "active"
 
 
+def test_forget_a_selection_shows_what_goes_first(owner: dict[str, Any]) -> None:
+    page, gw = owner["page"], owner["gw"]
+    tab(page, "pyramid")
+    page.click("[data-layer=memories]")
+    page.wait_for_selector(".memory-list li:has-text('marathon')")
+    page.check(".memory-list li:has-text('marathon') input[type=checkbox]")
+    page.check(".memory-list li:has-text('咖啡') input[type=checkbox]")
+    page.click("#forget-selected")
+    page.wait_for_selector("#confirm[open] #forget-preview li")
+    preview = page.inner_text("#forget-preview")
+    assert page.locator("#forget-preview li").count() == 2
+    assert "marathon" in preview and "咖啡" in preview and "花生" not in preview
+    page.click("#confirm-ok")
+    page.wait_for_selector("#forgotten")
+    with gw.client() as c:
+        left = c.get("/memories", params={"scope": "alice"}).json()["items"]
+    assert [m["content"] for m in left] == ["我对花生过敏，吃了会起疹子。"]
+
+
 def test_principal_without_read_permission_sees_none_of_another_scope(
     hub_gateway: dict[str, Any], browser: Any, owner: dict[str, Any]
 ) -> None:

@@ -138,9 +138,13 @@ async function openScene(filename) {
 function layerMemories(p) {
   selectLayer("memories");
   const list = h("div");
-  const chips = p.memories.by_type.map((t) => h("button", { onclick: () => { memoryPages(list, { type: t.type }, true); } }, `${t.type} ${t.count}`));
+  const filter = {};
+  const levels = [...new Set(p.memories.by_type.flatMap((t) => Object.keys(t.priorities).map(Number)))].sort((a, b) => b - a);
+  const prioSel = h("select", { id: "min-priority", "aria-label": "priority at least", onchange: (e) => { filter.min_priority = e.target.value; memoryPages(list, { ...filter }, true); } },
+    h("option", { value: "" }, "any priority"), levels.map((v) => h("option", { value: String(v) }, `priority ≥ ${v}`)));
+  const chips = p.memories.by_type.map((t) => h("button", { onclick: () => { filter.type = t.type; memoryPages(list, { ...filter }, true); } }, `${t.type} ${t.count}`));
   const prio = p.memories.by_type.map((t) => h("div", { class: "mut" }, `${t.type}: ` + Object.entries(t.priorities).sort((a, b) => b[0] - a[0]).map(([k, v]) => `priority ${k}: ${v}`).join(", ")));
-  put($("layer"), h("h3", {}, `Memories (L1) · ${p.memories.total}`), h("div", { class: "filters" }, h("button", { onclick: () => memoryPages(list, {}, true) }, "all"), chips), prio, list);
+  put($("layer"), h("h3", {}, `Memories (L1) · ${p.memories.total}`), h("div", { class: "filters" }, h("button", { onclick: () => { delete filter.type; memoryPages(list, { ...filter }, true); } }, "all types"), chips, prioSel), prio, list);
   memoryPages(list, {}, true);
 }
 
@@ -235,7 +239,7 @@ async function forgetIds(ids) {
   const done = await api("POST", "/memories/forget", { ids, scope: S.scope, dry_run: false });
   toast(`forgot ${done.forgotten.length}`);
   put($("detail"), h("p", { id: "forgotten" }, `Forgotten: ${done.forgotten.join(", ")}`));
-  if (S.view === "pyramid") loadPyramid().then(() => layerMemories);
+  if (S.view === "pyramid") await loadPyramid(); // the counts change
 }
 
 async function layerConversations(p, offset = 0) {

@@ -68,18 +68,20 @@ async function start() {
     history.replaceState(null, "", location.pathname); // the token leaves the address bar at once
     try { S.csrf = (await login({ token: m[1] })).csrf; } catch (e) { showLogin(); put($("login-error"), e.message); return; }
   }
-  let me;
-  try { me = await api("GET", "/hub/api/me"); } catch (e) { if (e.status !== 401) put($("login-error"), e.message); showLogin(); return; }
+  // Who we are, the scopes, and the last scope's pyramid, asked for at once (at 100k memories
+  // each takes a few hundred ms; one after the other they added up).
+  const remembered = localStorage.getItem("hub.scope");
+  S.prefetch = remembered ? { scope: remembered, answer: api("GET", "/hub/api/pyramid" + q({ scope: remembered })).catch(() => null) } : null;
+  let me, scopes;
+  try { [me, scopes] = await Promise.all([api("GET", "/hub/api/me"), api("GET", "/scopes")]); } catch (e) { if (e.status !== 401) put($("login-error"), e.message); showLogin(); return; }
   S.csrf = me.csrf || S.csrf;
   S.principal = me.principal;
   put($("who"), `${me.principal}${me.owner ? " (owner)" : ""}`);
   $("login").hidden = true;
   $("logout").hidden = me.auth === "off";
-  const scopes = await api("GET", "/scopes");
   S.scopes = scopes.scopes;
   const sel = put($("scope"), S.scopes.map((s) => h("option", { value: s.scope }, `${s.scope} (${s.memories}) ${s.access === "read" ? "· read-only" : ""}`)));
-  const saved = sessionStorage.getItem("hub.scope");
-  S.scope = S.scopes.some((s) => s.scope === saved) ? saved : (S.scopes[0] || {}).scope || "default";
+  S.scope = S.scopes.some((s) => s.scope === remembered) ? remembered : (S.scopes[0] || {}).scope || "default";
   sel.value = S.scope;
   show(S.view);
 }
@@ -97,7 +99,9 @@ function show(view) {
 // ------------------------------------------------------------------ pyramid
 
 async function loadPyramid() {
-  const p = await api("GET", "/hub/api/pyramid" + scopeQ());
+  const early = S.prefetch && S.prefetch.scope === S.scope ? await S.prefetch.answer : null;
+  S.prefetch = null;
+  const p = early || (await api("GET", "/hub/api/pyramid" + scopeQ()));
   const types = p.memories.by_type.map((t) => `${t.type} ${t.count}`).join(" · ") || "none";
   const box = put($("pyramid"),
     h("button", { class: "l3", "data-layer": "persona", onclick: () => layerPersona(p) }, `L3 persona · ${p.persona.persona ? "1" : "0"}`),
@@ -410,7 +414,7 @@ async function loadTeams() {
 
 document.addEventListener("DOMContentLoaded", () => {
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => show(b.dataset.view));
-  $("scope").addEventListener("change", (e) => { S.scope = e.target.value; sessionStorage.setItem("hub.scope", S.scope); put($("detail")); show(S.view); });
+  $("scope").addEventListener("change", (e) => { S.scope = e.target.value; localStorage.setItem("hub.scope", S.scope); put($("detail")); show(S.view); });
   $("search-form").addEventListener("submit", runSearch);
   $("recall-form").addEventListener("submit", (e) => runRecall(e).catch((err) => put($("recall-out"), h("p", { class: "error" }, err.message))));
   $("login-form").addEventListener("submit", async (e) => {

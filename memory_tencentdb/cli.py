@@ -4,6 +4,7 @@
     memory-tencentdb status [--json]               ask a running gateway how it is
     memory-tencentdb search QUERY [--scope S] [--conversations] [--limit N]
     memory-tencentdb reindex                       rebuild memory.db from the JSONL files
+    memory-tencentdb hub [--open]                  a login link to the Memory Hub web page
     memory-tencentdb --version
 
 Client commands (status, search, ...) take --host/--port of the gateway and --data-dir, whose
@@ -456,6 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
     from memory_tencentdb.cli_operations import add_commands
 
     add_commands(sub)  # memories, scopes, persona, scenes, export, import, purge
+    from memory_tencentdb.hub.cli import add_command as add_hub_command
+
+    add_hub_command(sub)  # hub: a login link to the Memory Hub page
     return parser
 
 

@@ -1,0 +1,180 @@
+"""Recall explained: what a host would receive for a message, and why each candidate was
+injected or cut.
+
+The answer a host gets is the real one (``Engine.recall``, the same call ``POST /recall``
+makes). The per-candidate explanation reruns the same retrieval and the same relevance cut
+(``recall.relevant_hits``) beside it, read-only, and words the evidence each candidate carried
+against the cut's thresholds. Which candidates went in is always taken from the real answer, so
+the explanation can never claim an injection that did not happen. ``recall.py`` is not changed:
+everything here is imported from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memory_tencentdb import recall as recall_service
+from memory_tencentdb.retrieval import retrieve
+from memory_tencentdb.text.sanitize import clean_captured, clip_query
+
+SHOWN = 20  # candidates explained per scope (the cut looks at more; these are the best)
+
+
+def _bar(name: str, default: float) -> float:
+    return float(getattr(recall_service, name, default))
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _why_pass(e: Any, standing: bool, self_query: bool, world: float | None) -> str:
+    keep = _bar("RELEVANCE_KEEP", 1.5)
+    coverage = _bar("COVERAGE_PASS", 0.6)
+    if standing:
+        return "a standing instruction of the user: never cut"
+    if e is not None and e.coverage >= coverage:
+        return f"holds {e.coverage:.0%} of the query's rare words (at least {coverage:.0%})"
+    if world is not None:
+        return f"relevance {_f(e.relevance)} clears the world-question bar"
+    if e is not None and e.relevance is not None and e.relevance >= keep:
+        return f"relevance {_f(e.relevance)} at least {keep}"
+    if self_query and e is not None:
+        return (
+            f"first-person question: the better model's relevance {_f(e.relevance_best)}"
+            f" at least {_bar('RELEVANCE_SELF', 2.0)}"
+        )
+    return "passed the relevance cut"
+
+
+def _why_cut(e: Any, gate_open: bool, world: float | None, window: int) -> str:
+    keep = _bar("RELEVANCE_KEEP", 1.5)
+    gate = _bar("RELEVANCE_GATE", 2.0)
+    if not gate_open:
+        return (
+            f"cut: nothing among the best {window} candidates opened the gate (relevance at"
+            f" least {gate} near the top of a model's ranking, or most of the query's rare"
+            " words): nothing stored is about this message"
+        )
+    if world is not None:
+        bar = gate + _bar("WORLD_SLOPE", 1.5) * (world - _bar("WORLD_MIN", 0.5))
+        return (
+            f"cut: a question about the world (log-odds {world:.2f}); relevance"
+            f" {_f(e.relevance if e else None)} is under its bar {bar:.2f}"
+        )
+    rel = e.relevance if e is not None else None
+    cov = e.coverage if e is not None else 0.0
+    return f"cut: relevance {_f(rel)} under {keep} and {cov:.0%} of the query's rare words"
+
+
+def _scope_candidates(
+    engine: Any, scope: str, clean: str, injected: dict[str, int]
+) -> dict[str, Any]:
+    cfg = engine.settings.memory.recall
+    store, vectorizer = engine.store, engine.vectorizer
+    hits = retrieve(
+        store,
+        vectorizer,
+        "l1",
+        scope,
+        clean,
+        cfg.strategy,
+        depth=max(cfg.max_results * 3, 20),
+        score_threshold=cfg.score_threshold,
+    )
+    rows = store.l1_rows([r for r, _ in hits.ranked])
+    standing = {r for r, row in rows.items() if row.type == "instruction"}
+    kept, summary = recall_service.relevant_hits(hits, cfg.max_results, standing, clean)
+    kept_ids = {r for r, _ in kept}
+    measured = summary.get("applied", False)
+    self_query = recall_service.about_the_user(clean)
+    world = summary.get("world_question")
+    gate_open = any(r not in standing for r in kept_ids) or not measured
+    out = []
+    for rank, (rowid, score) in enumerate(hits.ranked[:SHOWN], 1):
+        row = rows.get(rowid)
+        if row is None:
+            continue
+        e = hits.evidence.get(rowid)
+        if row.id in injected:
+            verdict = "injected"
+            why = "injected: " + (
+                _why_pass(e, rowid in standing, self_query, world)
+                if measured
+                else "nothing is cut without measured relevance (keyword-only recall)"
+            )
+        elif rowid in kept_ids:
+            verdict = "over_budget"
+            why = (
+                f"passed the cut but left out: recall injects at most {cfg.max_results}"
+                f" memories and {cfg.max_total_recall_chars} characters"
+            )
+        else:
+            verdict = "cut"
+            why = _why_cut(e, gate_open, world, cfg.max_results)
+        out.append(
+            {
+                "rank": rank,
+                "id": row.id,
+                "content": row.content,
+                "type": row.type,
+                "priority": row.priority,
+                "scene_name": row.scene_name,
+                "scope": row.scope,
+                "score": round(score, 6),
+                "coverage": round(e.coverage, 3) if e else None,
+                "relevance": None if not e or e.relevance is None else round(e.relevance, 2),
+                "relevance_best": (
+                    None if not e or e.relevance_best is None else round(e.relevance_best, 2)
+                ),
+                "model_rank": e.model_rank if e else None,
+                "similarity": {k: round(v, 3) for k, v in (e.similarity if e else {}).items()},
+                "verdict": verdict,
+                "why": why,
+                "injected_position": injected.get(row.id),
+            }
+        )
+    return {
+        "scope": scope,
+        "considered": len(hits.ranked),
+        "gate_open": gate_open,
+        "first_person": self_query,
+        "world_question": world,
+        "summary": summary,
+        "candidates": out,
+    }
+
+
+def explain_recall(
+    engine: Any, query: str, scope: str, team_scopes: tuple[str, ...]
+) -> dict[str, Any]:
+    """The real recall answer for ``query``, with token counts of its two parts, and for each
+    scope searched its candidates with a verdict (injected / over_budget / cut) and why."""
+    result = engine.recall(query, scope, None, team_scopes=team_scopes).as_json()
+    tokens = engine.offload.tokens
+    injected = {m["id"]: i for i, m in enumerate(result["memories"], 1)}
+    clean = clip_query(clean_captured(query or ""))
+    scopes = []
+    if engine.settings.memory.recall.enabled and len(clean) >= 2:
+        scopes = [_scope_candidates(engine, s, clean, injected) for s in (scope, *team_scopes)]
+    return {
+        "query_used": clean,
+        "answer": result,
+        "tokens": {
+            "prepend_context": tokens.count(result["prepend_context"]),
+            "append_system_context": tokens.count(result["append_system_context"]),
+            "tokenizer": tokens.name,
+        },
+        "chars": {
+            "prepend_context": len(result["prepend_context"]),
+            "append_system_context": len(result["append_system_context"]),
+        },
+        "thresholds": {
+            "gate": _bar("RELEVANCE_GATE", 2.0),
+            "keep": _bar("RELEVANCE_KEEP", 1.5),
+            "self": _bar("RELEVANCE_SELF", 2.0),
+            "coverage": _bar("COVERAGE_PASS", 0.6),
+            "max_results": engine.settings.memory.recall.max_results,
+        },
+        "scopes": scopes,
+    }

@@ -131,7 +131,8 @@ class LLMSettings(Block):
     max_tokens: PositiveInt = 4096
     timeout_ms: PositiveInt = 120_000
     # Memory work on the hosts' own models (llm/host_models.py), per UTC day, all hosts
-    # together: about 100 one-shot sessions' L1 + L2 + persona calls; past it the rules serve.
+    # together. A zh/en chat costs 211 calls and 257k tokens per 100 turns (bench/
+    # host_model_bench.py, bench/RESULTS.md): about 140 turns a day; past it the rules serve.
     daily_call_budget: int = Field(300, ge=0)
     daily_token_budget: int = Field(600_000, ge=0)
     # How long a host model rests after a failure (doubling per failure in a row, to 10 min).

@@ -149,3 +149,60 @@ def test_two_principals_each_model_gets_only_its_own_homes_conversations(tmp_pat
             assert stored(data, b.default_scope()) == {"用户住在成都。": "extraction"}
         finally:
             gw.stop()
+
+
+FAILING = [
+    (
+        "429",
+        "I keep my bike in shed three.",
+        Fact("shed three", "The user's bike is in shed three.", "shed"),
+    ),
+    ("500", "我的车位是B-17。", Fact("B-17", "用户的车位是B-17。", "B-17")),
+    (
+        "malformed",
+        "I fly to Lisbon in May.",
+        Fact("Lisbon", "The user flies to Lisbon in May.", "Lisbon"),
+    ),
+    ("slow", "我在京都读过书。", Fact("京都", "用户在京都读过书。", "京都")),
+]
+
+
+def test_failing_host_model_never_slows_a_turn_and_memory_catches_up(home: HermesHome, llm):
+    """429, 500, a refusal instead of JSON, and slower than the task deadline: each one-shot
+    turn takes its usual time, the rules store the fact at once, and once the model answers
+    again the fact is redone by it: one active memory, the rules' one kept as history."""
+    fake = HostModelFake(llm, [f for _, _, f in FAILING])
+    fake.slow_s = 6.0
+    # The task deadline (not an LLM: "configured" needs a key or a base URL) below the delay.
+    env = {**FAST, "TDAI_LLM__HOST_REST_SECONDS": "1", "TDAI_LLM__TIMEOUT_MS": "2000"}
+    gw = GatewayProcess(home.data_dir, env=env, port=home.port).start()
+    try:
+        t0 = time.monotonic()
+        assert home.chat("hello").returncode == 0
+        baseline = time.monotonic() - t0
+        scope = home.default_scope()
+        for mode, sentence, fact in FAILING:
+            fake.mode = mode
+            try:
+                t0 = time.monotonic()
+                r = home.chat(sentence)
+                took = time.monotonic() - t0
+                assert r.returncode == 0 and "FAKE-REPLY" in r.stdout, r.stdout + r.stderr
+                rules = wait_for(
+                    lambda f=fact: [c for c in stored(home.data_dir, scope) if f.key in c],
+                    what=f"{mode}: the rules' memory",
+                )
+                assert all(stored(home.data_dir, scope)[c] == "rules" for c in rules), rules
+            finally:
+                fake.mode = None
+            assert took < baseline + 5, (mode, baseline, took)
+
+            def redone(f: Fact = fact) -> bool:
+                now = [c for c in stored(home.data_dir, scope) if f.key in c]
+                return now == [f.content]
+
+            wait_for(redone, timeout=40, what=f"{mode}: the model's redo")
+        health = gw.client().get("/health").json()["llm"]
+        assert health["redo_waiting"] == 0 and "fake-model (hermes" in health["serving"], health
+    finally:
+        gw.stop()

@@ -389,7 +389,7 @@ class Engine:
         return {
             "configured": configured,
             "model": self.settings.llm.model if configured else None,
-            "serving": _serving(configured, hosts["models"]),
+            "serving": _serving(configured, hosts["models"], hosts["budget"]),
             "host_models": hosts["models"],
             "budget": hosts["budget"],
             "redo_waiting": redo.get("waiting", 0),
@@ -455,11 +455,13 @@ class Engine:
         }
 
 
-def _serving(configured: bool, models: list[dict[str, Any]]) -> str:
+def _serving(configured: bool, models: list[dict[str, Any]], budget: dict[str, Any]) -> str:
     """One line: which model serves memory (``memory-tencentdb status`` prints it)."""
     if configured:
         return "the gateway's own LLM"
     usable = [m for m in models if m.get("usable")]
+    if usable and budget.get("spent"):
+        return "rules (the day's memory LLM budget is spent; the host models resume at 00:00 UTC)"
     if usable:
         return "; ".join(f"{m['model']} ({m['source']}, {m['principal']})" for m in usable)
     reasons = [m["reason"] for m in models if m.get("reason")]

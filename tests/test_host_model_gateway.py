@@ -283,6 +283,29 @@ def test_failing_model_leaves_the_rules_result_then_the_redo_reconciles(env, mod
     assert health(gw)["llm"]["redo_waiting"] == 0
 
 
+def test_past_the_daily_budget_the_rules_serve_visibly_and_the_turns_wait(tmp_path):
+    env = {**FAST, "TDAI_LLM__DAILY_CALL_BUDGET": "1"}
+    with FakeLLM() as fake:
+        model = HostModelFake(fake, FACTS_A)
+        gw = GatewayProcess(tmp_path / "data", env=env).start()
+        try:
+            key = gw.token or ""
+            assert hand_over(gw, key, fake, SECRET_A, "hermes") == {"used": True}
+            turn(gw, key, "default", "b1", "I play the cello every Sunday.")
+            turn(gw, key, "default", "b2", "My favourite colour is teal.")
+            got = {m["content"]: m["origin"] for m in memories(gw, key, "default")}
+            assert got[FACTS_A[0].content] == "extraction", got  # the one call the day allows
+            teal = [c for c in got if "teal" in c]
+            assert teal and all(got[c] == "rules" for c in teal), got
+            assert len(model.memory_requests()) == 1
+            llm = health(gw)["llm"]
+            assert llm["budget"]["spent"] and llm["budget"]["calls_left"] == 0, llm
+            assert "budget is spent" in llm["serving"], llm
+            assert llm["redo_waiting"] == 1, llm  # the model redoes it when the day turns
+        finally:
+            gw.stop()
+
+
 def _scope_root(gw: GatewayProcess, scope: str) -> Path:
     from memory_tencentdb.pipeline.layout import scope_root
 

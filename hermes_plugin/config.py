@@ -53,6 +53,8 @@ _FIELDS: dict[str, tuple[tuple[str, ...], Any, type, float | None, float | None]
         120.0,
     ),
     "offload_previous_engine": ((), "", str, None, None),
+    # Hermes's own model distils memory when the gateway has no LLM (issue 24; host_model.py).
+    "host_llm": (("MEMORY_TENCENTDB_HOST_LLM",), True, bool, None, None),
 }
 
 _TRUE = ("1", "true", "yes", "on")
@@ -142,6 +144,7 @@ class Settings:
     offload_request_timeout_s: float = 1.5
     offload_compress_timeout_s: float = 20.0
     offload_previous_engine: str = ""
+    host_llm: bool = True
     home: Path = field(default_factory=Path.home)
 
     @property

@@ -27,7 +27,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from . import hooks, offload
+from . import hooks, host_model, offload
 from .client import GatewayRejected, GatewayUnavailable
 from .config import Settings, config_schema, save
 from .link import Gateway, connect
@@ -269,7 +269,9 @@ class MemoryTencentdbProvider(MemoryProvider):
             self._initialized = True
             self._closed = False
             self._prefetched = False
-        if fresh_worker and not self._read_only:
+        if fresh_worker and not self._read_only and self._worker is not None:
+            # First in the writer's order: the session's captures are extracted with it.
+            host_model.submit(self._worker, gw, settings.host_llm)
             self._replay_kept(gw)
         hooks.route(hermes_session, self)
         self._offload = settings.offload

@@ -279,9 +279,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     for line in _backlog_lines(emb.get("backlog") or {}):
         print(f"backlog:     {line}")
     print(f"index:       {health.get('vector_index')}  sqlite: {health.get('sqlite')}")
-    print(
-        f"llm:         {'configured' if health.get('llm', {}).get('configured') else 'not configured'}"
-    )
+    llm = health.get("llm", {})
+    print(f"llm:         {'configured' if llm.get('configured') else 'not configured'}")
+    if llm.get("serving"):  # issue 24: which model distils memory, tasks waiting, budget left
+        budget = llm.get("budget") or {}
+        print(
+            f"memory llm:  {llm['serving']}; {llm.get('redo_waiting', 0)} task(s) waiting;"
+            f" budget left today {budget.get('calls_left')} calls,"
+            f" {budget.get('tokens_left')} tokens"
+        )
     print(f"counts:      {health.get('counts')}")
     from memory_tencentdb.cli_operations import print_layers
 

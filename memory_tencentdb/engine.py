@@ -20,6 +20,7 @@ from memory_tencentdb import memories as memory_service
 from memory_tencentdb import recall as recall_service
 from memory_tencentdb import search as search_service
 from memory_tencentdb.config import Settings, tzinfo
+from memory_tencentdb.llm.host_models import HostModels
 from memory_tencentdb.offload import OffloadService
 from memory_tencentdb.operations.retention import RetentionScheduler
 from memory_tencentdb.pipeline import Pipeline
@@ -84,6 +85,9 @@ class Engine:
             llm=_offload_llm(settings),
         )
         self.pipeline: Pipeline | None = None
+        # The hosts' own models, handed over by their adapters (POST /llm/host-model); they
+        # serve the pipeline whenever the gateway has no LLM of its own.
+        self.host_models = HostModels(settings)
         self.capture_errors = 0
         self.last_capture_error: str | None = None
         self._closed = False
@@ -96,6 +100,7 @@ class Engine:
         self.vectorizer.start()
         if self.pipeline is None:
             self.pipeline = Pipeline(self.store, self.vectorizer, self.settings, self.tz)
+            self.pipeline.host_models = self.host_models
             self.listeners.append(self.pipeline.on_capture)
             self.pipeline.start()
         self.retention.start()  # old L0 / offload files, on a schedule (operations/retention.py)
@@ -377,6 +382,19 @@ class Engine:
         reasons.extend(self.offload.degraded())
         return reasons
 
+    def _llm_health(self) -> dict[str, Any]:
+        configured = self.settings.llm_configured
+        hosts = self.host_models.status()
+        redo = self.pipeline.redo.status() if self.pipeline is not None else {}
+        return {
+            "configured": configured,
+            "model": self.settings.llm.model if configured else None,
+            "serving": _serving(configured, hosts["models"], hosts["budget"]),
+            "host_models": hosts["models"],
+            "budget": hosts["budget"],
+            "redo_waiting": redo.get("waiting", 0),
+        }
+
     def health(self) -> dict[str, Any]:
         v = self.vectorizer
         b = self.store.binding
@@ -418,10 +436,7 @@ class Engine:
                 "backlog": v.backlog(),
                 "vectors": self.store.vector_counts(),
             },
-            "llm": {
-                "configured": self.settings.llm_configured,
-                "model": self.settings.llm.model if self.settings.llm_configured else None,
-            },
+            "llm": self._llm_health(),
             "recall": {"strategy": self.settings.memory.recall.strategy},
             "counts": {
                 "l0_messages": self.store.count("l0_messages"),
@@ -438,6 +453,19 @@ class Engine:
             },
             "degraded": degraded,
         }
+
+
+def _serving(configured: bool, models: list[dict[str, Any]], budget: dict[str, Any]) -> str:
+    """One line: which model serves memory (``memory-tencentdb status`` prints it)."""
+    if configured:
+        return "the gateway's own LLM"
+    usable = [m for m in models if m.get("usable")]
+    if usable and budget.get("spent"):
+        return "rules (the day's memory LLM budget is spent; the host models resume at 00:00 UTC)"
+    if usable:
+        return "; ".join(f"{m['model']} ({m['source']}, {m['principal']})" for m in usable)
+    reasons = [m["reason"] for m in models if m.get("reason")]
+    return "rules (" + ("; ".join(reasons) if reasons else "no host model handed over") + ")"
 
 
 def _offload_llm(settings: Settings) -> Any:

@@ -20,6 +20,7 @@ import { GatewayClient } from "./lib/client.js";
 import { baseUrlOf, resolveConfig } from "./lib/config.js";
 import { createContextEngineFactory, EngineActivity, runtimeCompaction } from "./lib/context_engine.js";
 import { createHooks, REPLAY_BUDGET_MS } from "./lib/hooks.js";
+import { createHostModel, withHostModel } from "./lib/host_model.js";
 import { GatewayLink } from "./lib/link.js";
 import { createToolResultMiddleware } from "./lib/offload.js";
 import { createTurnCanvas, FallbackReporter, slotIsOurs } from "./lib/offload_canvas.js";
@@ -96,14 +97,16 @@ function setup(api) {
   // of a run may also wait for the gateway it started (autoStart.waitMs, plus one health check).
   const startWait = config.autoStart.enabled ? config.autoStart.waitMs + 1_000 : 0;
   const hooks = createHooks({ config, link, warn, say, turns, scopeOf, spool });
+  // Issue 24: OpenClaw's own model distils memory (lib/host_model.js); handed over per turn.
+  const host = withHostModel(createHostModel({ api, config, link, say }), { beforePrompt: hooks.before_prompt_build, agentEnd: hooks.agent_end });
   const offload = setupOffload(api, config, link, scopeOf);
   if (config.recall.enabled || config.capture.enabled || offload.canvas) {
     // Recall and the offload canvas run side by side; OpenClaw's hook timeout covers the slower.
     const budget = Math.max(config.recall.timeoutMs, offload.canvas ? offload.canvasBudgetMs : 0);
-    api.on("before_prompt_build", promptBuild(hooks.before_prompt_build, offload.canvas), { timeoutMs: budget + startWait + 500 });
+    api.on("before_prompt_build", promptBuild(host.beforePrompt, offload.canvas), { timeoutMs: budget + startWait + 500 });
   }
   if (config.capture.enabled) {
-    api.on("agent_end", hooks.agent_end, {
+    api.on("agent_end", host.agentEnd, {
       timeoutMs: config.capture.timeoutMs + startWait + REPLAY_BUDGET_MS + 1_500,
     });
   }

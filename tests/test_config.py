@@ -69,6 +69,10 @@ def test_defaults_match_the_original(home: Path, cwd: Path) -> None:
         "model": "gpt-4o",
         "max_tokens": 4096,
         "timeout_ms": 120000,
+        # Memory work on the hosts' own models (issue 24).
+        "daily_call_budget": 300,
+        "daily_token_budget": 600000,
+        "host_rest_seconds": 30,
     }
     assert not s.llm_configured and not s.llm.configured
     m = s.memory

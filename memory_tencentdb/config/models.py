@@ -130,6 +130,13 @@ class LLMSettings(Block):
     model: str = Field("gpt-4o", min_length=1)
     max_tokens: PositiveInt = 4096
     timeout_ms: PositiveInt = 120_000
+    # Memory work on the hosts' own models (llm/host_models.py), per UTC day, all hosts
+    # together. A zh/en chat costs 211 calls and 257k tokens per 100 turns (bench/
+    # host_model_bench.py, bench/RESULTS.md): about 140 turns a day; past it the rules serve.
+    daily_call_budget: int = Field(300, ge=0)
+    daily_token_budget: int = Field(600_000, ge=0)
+    # How long a host model rests after a failure (doubling per failure in a row, to 10 min).
+    host_rest_seconds: float = Field(30, ge=0, le=600)
 
     @property
     def configured(self) -> bool:

@@ -22,6 +22,7 @@ from memory_tencentdb import __version__
 from memory_tencentdb.engine import Engine
 from memory_tencentdb.gateway import access, operations_routes
 from memory_tencentdb.gateway import schemas as s
+from memory_tencentdb.gateway.host_model_routes import host_model_router, wire_policy
 from memory_tencentdb.gateway.lifecycle import Lifecycle, ShutdownBody, settle_idle
 from memory_tencentdb.gateway.offload_routes import offload_router
 from memory_tencentdb.gateway.openapi_doc import document_statuses
@@ -137,6 +138,8 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
         return {"draining": True}
 
     app.include_router(offload_router(engine))
+    app.include_router(host_model_router(engine))
+    wire_policy(engine, policy)
 
     @app.post("/capture")
     def capture(body: s.CaptureBody, request: Request) -> dict[str, Any]:

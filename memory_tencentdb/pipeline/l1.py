@@ -180,8 +180,15 @@ class L1Extractor:
 
     # ------------------------------------------------------------------ planning
 
-    def plan(self, chunk: Chunk, previous_scene: str) -> dict[str, Any]:
-        """Extract and arbitrate; returns the plan (no writes). Raises ``StageFailure``."""
+    def plan(
+        self, chunk: Chunk, previous_scene: str, prior: list[Memory] | None = None
+    ) -> dict[str, Any]:
+        """Extract and arbitrate; returns the plan (no writes). Raises ``StageFailure``.
+
+        ``prior``: memories the rules already stored from these messages (a host model's late
+        redo, pipeline/host_redo.py): every new item is arbitrated against them, and a failed
+        arbitration fails the plan instead of falling back to the rule policy (which cannot
+        tell a paraphrase from a new fact)."""
         if not chunk.new:
             return {
                 "to_rowid": chunk.to_seq,
@@ -193,7 +200,7 @@ class L1Extractor:
             items, scene = self._extract_llm(chunk, previous_scene)
             origin = "extraction"
             if self.settings.memory.extraction.enable_dedup and items:
-                decisions = self._arbitrate_llm(chunk, items)
+                decisions = self._arbitrate_llm(chunk, items, prior)
             else:
                 decisions = [Decision(i, "store") for i in items]
         else:
@@ -391,14 +398,18 @@ class L1Extractor:
 
     # ------------------------------------------------------------------ arbitration (LLM)
 
-    def _arbitrate_llm(self, chunk: Chunk, items: list[Extracted]) -> list[Decision]:
+    def _arbitrate_llm(
+        self, chunk: Chunk, items: list[Extracted], prior: list[Memory] | None = None
+    ) -> list[Decision]:
         assert self.llm is not None
         pool: dict[str, Memory] = {}
         alias: dict[str, str] = {}
         related: list[list[str]] = []
         for item in items:
             ids = []
-            for row in self.candidates(chunk.scope, item.content, self.top_k):
+            found = self.candidates(chunk.scope, item.content, self.top_k)
+            seen = {r.id for r in found}
+            for row in found + [m for m in prior or [] if m.id not in seen]:
                 if row.id not in alias:
                     alias[row.id] = f"c{len(alias) + 1}"
                     pool[alias[row.id]] = row
@@ -445,8 +456,10 @@ class L1Extractor:
             if not isinstance(data, list):
                 raise JSONParseError("l1-dedup: expected a JSON array")
         except (LLMError, JSONParseError) as e:
-            # Arbitration is an optimisation; the rule policy is a safe stand-in.
             self.last_dedup_error = str(e)
+            if prior:
+                raise StageFailure(f"l1-dedup: {e}") from None
+            # Arbitration is an optimisation; the rule policy is a safe stand-in.
             log.warning("conflict arbitration failed (%s); using the rule policy", e)
             return self._arbitrate_rules(chunk, items)
         self.last_dedup_error = None

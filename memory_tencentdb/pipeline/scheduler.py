@@ -33,6 +33,7 @@ from typing import Any
 
 from memory_tencentdb.llm import LLMClient
 from memory_tencentdb.pipeline import state
+from memory_tencentdb.pipeline.host_redo import HostRedo
 from memory_tencentdb.pipeline.l1 import WINDOW_NEW, L1Extractor, StageFailure, next_chunk
 from memory_tencentdb.pipeline.l2 import L2Result, L2Runner
 from memory_tencentdb.pipeline.persona import PersonaRunner
@@ -143,6 +144,9 @@ class Pipeline:
         self.l2 = L2Runner(store, settings, tz, self.llm)
         self.l3 = PersonaRunner(store, settings, self.llm)
         self.stats = {s: StageStats() for s in ("l1", "l2", "l3")}
+        # Without an LLM of its own: the hosts' models, by scope (set by the engine).
+        self.host_models: Any = None
+        self.redo = HostRedo(self)
         self.memories_stored = 0
         self._cv = threading.Condition()
         self._llm_lock = threading.Lock()  # one LLM call at a time across stages
@@ -164,7 +168,16 @@ class Pipeline:
 
     @property
     def mode(self) -> str:
-        return "llm" if self.llm is not None else "rules"
+        if self.llm is not None:
+            return "llm"
+        return "host-model" if self.host_models and self.host_models.any_registered() else "rules"
+
+    def llm_for(self, scope: str) -> Any:
+        """The LLM for one task of ``scope``: the gateway's own, else a host's model allowed
+        for the scope (llm/host_models.py), else None (the rules)."""
+        if self.llm is not None:
+            return self.llm
+        return self.host_models.client_for(scope) if self.host_models is not None else None
 
     @property
     def enabled(self) -> bool:
@@ -429,6 +442,7 @@ class Pipeline:
                         and wall - s.last_active > 3600
                     ):
                         self._sessions.pop((s.scope, s.key), None)  # forget idle sessions
+                self.redo.wake()
                 for sc in list(self._scopes.values()):
                     if sc.due:
                         if sc.due <= wall:
@@ -588,6 +602,7 @@ class Pipeline:
                 plan["to_rowid"] = found
             stored += self._apply(s, plan, cursor)
             cursor, scene = plan["to_rowid"], plan.get("scene", scene)
+        stored += self.redo.run(s.scope)
         for _ in range(MAX_CHUNKS_PER_RUN):
             if self._stopping:
                 return stored, True
@@ -595,13 +610,18 @@ class Pipeline:
             if chunk is None:
                 return stored, False
             force_rules = s.window == 1 and s.failures >= 3
-            if self.llm is not None and not force_rules:
+            llm = self.llm_for(s.scope)
+            self.l1.llm = llm
+            if llm is not None and self.llm is None:  # a host's model: never blocks the rules
+                plan = self.redo.plan(chunk, scene, cursor, llm)
+            elif llm is not None and not force_rules:
                 with self._llm_lock:
                     plan = self.l1.plan(chunk, scene)
             elif force_rules:
                 plan = self._rules_plan(chunk, scene)
             else:
                 plan = self.l1.plan(chunk, scene)
+                self.redo.after_rules(chunk, cursor, plan)
             if plan["ops"]:
                 state.save_plan(self.store, s.scope, s.key, plan)
             stored += self._apply(s, plan, cursor, rows=len(chunk.rows))
@@ -670,7 +690,12 @@ class Pipeline:
                 self._llm_lock,
             ):
                 # Another gateway folding this scope now: its run covers these memories.
-                result = self.l2.run(sc.scope, lenient=sc.failures >= 3) if held else L2Result()
+                lenient = sc.failures >= 3
+                result = (
+                    self.redo.stage(self.l2, sc.scope, lambda: self.l2.run(sc.scope, lenient))
+                    if held
+                    else L2Result()
+                )
         except Exception as e:  # noqa: BLE001
             error = str(e) if isinstance(e, StageFailure) else f"{type(e).__name__}: {e}"
             if not isinstance(e, StageFailure):
@@ -719,7 +744,7 @@ class Pipeline:
         try:
             ss = self.l2.scene_store(sc.scope)
             with self._llm_lock:
-                reason = self.l3.run(sc.scope, ss)
+                reason = self.redo.stage(self.l3, sc.scope, lambda: self.l3.run(sc.scope, ss))
         except Exception as e:  # noqa: BLE001
             error = str(e) if isinstance(e, StageFailure) else f"{type(e).__name__}: {e}"
             if not isinstance(e, StageFailure):
@@ -902,7 +927,8 @@ class Pipeline:
             "running": {"l1": l1_running, "l2": l2_running},
             "stages": stages,
             "memories_stored": self.memories_stored,
-            "llm_usage": self.llm.usage_summary() if self.llm else {},
+            "llm_usage": self.llm.usage_summary() if self.llm else self.redo.usage(),
+            "host_model_redo": self.redo.status(),
         }
 
     def degraded(self) -> list[str]:

@@ -34,6 +34,9 @@ export const DEFAULTS = Object.freeze({
     // Written by install-openclaw.sh --offload: the slot to restore with --no-offload.
     previousSlot: "",
   },
+  // Issue 24: the gateway borrows OpenClaw's own model for memory (lib/host_model.js); model
+  // "provider/model" overrides the agent's default model for memory work only.
+  hostLlm: { enabled: true, model: "" },
   autoStart: {
     enabled: false,
     command: "memory-tencentdb",

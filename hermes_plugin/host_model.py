@@ -1,0 +1,121 @@
+"""Hand Hermes's own model to the gateway, so it distils this user's memory (issue 24).
+
+Why: a Hermes user already configured a model; memory should not need a second one. Hermes's
+sanctioned way for a plugin to use it is its auxiliary client: ``get_text_auxiliary_client``
+resolves the provider and model for an auxiliary *task* (ours is ``memory_tencentdb``, so
+``auxiliary.memory_tencentdb.{provider,model}`` in config.yaml overrides it, as for Hermes's own
+``memory_query_rewrite``), and returns an OpenAI SDK client carrying base URL and key.
+
+Where that client speaks another protocol (Codex OAuth's Responses API, native Anthropic, AWS
+Bedrock) the gateway is told the model is not usable and why; it keeps the rules.
+
+How it never gets in the host's way: resolution runs on its own daemon thread (started at
+``initialize``, bounded by ``RESOLVE_DEADLINE_S``); the hand-over is the first job of the
+provider's ordered writer, so the session's captures reach the gateway after it and are
+extracted with the model; it is never kept on disk (it carries a key), never logged with its
+key, and any failure is logged once and ignored. ``"host_llm": false`` in
+``memory_tencentdb.json`` (or ``MEMORY_TENCENTDB_HOST_LLM=0``) withdraws it instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+from .worker import Job
+
+log = logging.getLogger("hermes_memory_tencentdb")
+
+TASK = "memory_tencentdb"
+RESOLVE_DEADLINE_S = 8.0
+POST_TIMEOUT_S = 5.0
+# Auxiliary clients that are adapters over another protocol, not an OpenAI endpoint.
+NOT_OPENAI = {
+    "CodexAuxiliaryClient": "Codex OAuth (Responses API)",
+    "AsyncCodexAuxiliaryClient": "Codex OAuth (Responses API)",
+    "AnthropicAuxiliaryClient": "native Anthropic (Messages API)",
+    "AsyncAnthropicAuxiliaryClient": "native Anthropic (Messages API)",
+    "BedrockAuxiliaryClient": "AWS Bedrock",
+    "AsyncBedrockAuxiliaryClient": "AWS Bedrock",
+}
+
+
+def resolve() -> dict[str, Any]:
+    """The body of ``POST /llm/host-model`` for the model Hermes uses for our task."""
+    from agent.auxiliary_client import get_text_auxiliary_client  # type: ignore[import-not-found]
+
+    client, model = get_text_auxiliary_client(TASK)
+    if client is None:
+        return {"source": "hermes", "unusable": "no model configured in Hermes"}
+    kind = type(client).__name__
+    if kind in NOT_OPENAI:
+        return {"source": "hermes", "unusable": NOT_OPENAI[kind]}
+    base_url = str(getattr(client, "base_url", "") or "").rstrip("/")
+    api_key = getattr(client, "api_key", "")
+    if not base_url.startswith(("http://", "https://")) or not isinstance(api_key, str):
+        return {"source": "hermes", "unusable": f"{kind} without an OpenAI-compatible endpoint"}
+    if not model:
+        return {"source": "hermes", "unusable": "no model name resolved"}
+    return {"source": "hermes", "base_url": base_url, "api_key": api_key, "model": str(model)}
+
+
+class Resolution:
+    """``resolve()`` on a daemon thread; ``wait`` gives its body, or None past the deadline."""
+
+    def __init__(self) -> None:
+        self.body: dict[str, Any] | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._run, name="memory-tencentdb-host-model", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self.body = resolve()
+        except Exception as exc:  # noqa: BLE001 - a host quirk must not reach Hermes
+            log.info(
+                "memory_tencentdb: Hermes's model could not be resolved: %s", type(exc).__name__
+            )
+        finally:
+            self._done.set()
+
+    def wait(self, timeout_s: float) -> dict[str, Any] | None:
+        self._done.wait(timeout_s)
+        return self.body
+
+
+def submit(worker: Any, gw: Any, enabled: bool) -> None:
+    """Queue the hand-over as the writer's next job; nothing outside Hermes (no auxiliary
+    client to resolve from: unit tests, benchmarks)."""
+    try:
+        if importlib.util.find_spec("agent.auxiliary_client") is None:
+            return
+    except (ImportError, ValueError):
+        return
+    worker.submit(hand_over_job(gw, enabled))
+
+
+def hand_over_job(gw: Any, enabled: bool) -> Job:
+    """The writer's first job of a session: hand the model over (or withdraw it when off)."""
+    resolution = Resolution() if enabled else None
+
+    def run() -> None:
+        if resolution is None:
+            gw.client._send("DELETE", "/llm/host-model", None, None, POST_TIMEOUT_S)
+            return
+        body = resolution.wait(RESOLVE_DEADLINE_S)
+        if body is None:
+            return
+        answer = gw.client.post("/llm/host-model", body, POST_TIMEOUT_S)
+        if "unusable" in body:
+            log.info("memory_tencentdb: Hermes's model not used for memory: %s", body["unusable"])
+        else:
+            log.info(
+                "memory_tencentdb: Hermes's model %s at %s handed to the gateway for memory (%s)",
+                body["model"],
+                urlsplit(body["base_url"]).hostname or "?",
+                "used" if (answer or {}).get("used") else (answer or {}).get("reason", "not used"),
+            )
+
+    return Job("host-model", run, max_age_s=30.0)

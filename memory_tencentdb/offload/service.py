@@ -417,13 +417,8 @@ class OffloadService:
             for name in sess.scope.canvas_files():
                 ids = by_canvas.get(prefix_of(name))
                 if ids:
-                    text = sess.scope.read_canvas(name)
-                    kept = [
-                        ln
-                        for ln in text.split("\n")
-                        if not {m.group(0) for m in canvas.NODE_ID.finditer(ln)} & ids
-                    ]
-                    sess.scope.write_canvas(name, canvas.finish("\n".join(kept), self.now()))
+                    text = canvas.drop_nodes(sess.scope.read_canvas(name), ids)
+                    sess.scope.write_canvas(name, canvas.finish(text, self.now()))
         for r in rows:
             r.node_id = self._add_node(sess, r)
         sess.flush_rows()
@@ -494,8 +489,7 @@ class OffloadService:
         the newest that fit ``max_tokens``, with short labels. The file keeps every node."""
         text = sess.canvas_text(name)
         meta = canvas.parse_meta(text)
-        goal = " ".join(meta.task_goal.split())
-        goal = goal if len(goal) <= 160 else goal[:159] + "…"
+        goal = canvas.goal_text(meta.task_goal, 160)  # escaped: host/model text
         n = len(shown)
         floor = min(1, n)  # at least the newest step, even when squeezed
         while True:
@@ -579,7 +573,7 @@ class OffloadService:
             counts = canvas.status_counts(text)
             blocks.append(
                 f'<history_task_context file="{name}" mode="meta-only">\n'
-                f"Earlier task (its steps left the context). Goal: {_clip(meta.task_goal, 120)}\n"
+                f"Earlier task (its steps left the context). Goal: {canvas.goal_text(meta.task_goal, 120)}\n"
                 f"Nodes: {len(canvas.node_ids(text, prefix_of(name)))}"
                 f" ({counts.get('done', 0)} done, {counts.get('blocked', 0)} blocked),"
                 f" updated {meta.updated_time}. Whole canvas: {guide.TOOL_NAME}"

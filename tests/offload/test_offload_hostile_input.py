@@ -31,6 +31,9 @@ HEALTH_LIMIT_S = 2.0
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory):
     g = GatewayProcess(tmp_path_factory.mktemp("hostile") / "data").start()
+    with g.client() as c:  # the first offload request loads the tokenizer: not what is timed
+        assert c.post("/offload/tool-result", json=_body("call_warm", "warm up")).status_code == 200
+        c.post("/offload/read", json={"scope": "hostile", "tool_call_id": "call_warm"})
     yield g
     g.stop()
 
@@ -85,6 +88,7 @@ def _body(call_id: str, result, tool="bash", arguments=None, session="hostile") 
         ("jwt-lookalike-400KB", "eyJ-" * 100_000),
         ("path-lookalike-1MB", "a/" * 500_000),
         ("zh-dashes-1MB", "路径/" * 100_000 + "-" * 700_000),
+        ("trigger-words-2MB", "password: abcdefgh, api 密码是 " * 70_000),
     ],
 )
 def test_pathological_output_is_answered_fast_and_health_answers(
@@ -99,7 +103,10 @@ def test_pathological_output_is_answered_fast_and_health_answers(
         back = c.post(
             "/offload/read", json={"scope": "hostile", "tool_call_id": f"call_{name}"}
         ).json()
-    assert back["content"] == text
+    if name.startswith("trigger-words"):  # secrets never reach a file, in any piece
+        assert "abcdefgh" not in back["content"] and "[REDACTED:password]" in back["content"]
+    else:
+        assert back["content"] == text
 
 
 def test_hermes_terminal_json_is_summarised_by_its_output(gw: GatewayProcess) -> None:

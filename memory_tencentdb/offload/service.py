@@ -278,6 +278,7 @@ class OffloadService:
 
     def on_prompt(self, sess: Session, prompt: str) -> None:
         """L1.5 for a new prompt (same prompt again: nothing). Persisted before returning."""
+        prompt = redact(prompt)  # it becomes a goal, boundaries, task texts: all written to files
         digest = hashlib.sha1(prompt.encode("utf-8")).hexdigest()[:16]
         if sess.state.get("last_prompt_hash") == digest:
             return

@@ -170,13 +170,25 @@ class Redactor:
         return whole[: start - base] + marker + whole[end - base :]
 
     def redact_obj(self, obj: Any) -> Any:
-        """Every string inside a JSON-like value (tool-call arguments and the like)."""
+        """Every string inside a JSON-like value (tool-call arguments and the like), object
+        keys included."""
         if isinstance(obj, str):
             return self.redact(obj)
         if isinstance(obj, list):
             return [self.redact_obj(v) for v in obj]
         if isinstance(obj, dict):
-            return {k: self.redact_obj(v) for k, v in obj.items()}
+            # Keys too: a model can put a key where a name goes ({"sk-proj-…": "x"}). Two keys
+            # redacted alike stay two entries (``[REDACTED:api-key]#2``): nothing is dropped.
+            out: dict[Any, Any] = {}
+            for k, v in obj.items():
+                key = self.redact(k) if isinstance(k, str) else k
+                if key != k and key in out:
+                    n = 2
+                    while f"{key}#{n}" in out:
+                        n += 1
+                    key = f"{key}#{n}"
+                out[key] = self.redact_obj(v)
+            return out
         return obj
 
     def stats(self) -> dict[str, Any]:

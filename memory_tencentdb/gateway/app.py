@@ -216,4 +216,5 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
     offload_limit = engine.settings.memory.offload.assemble_max_body_bytes
     guard.path_limits["/offload/assemble"] = offload_limit
     guard.path_limits["/offload/tool-result"] = offload_limit
+    guard.path_limits["/offload/host-status"] = 16 * 1024  # a few names and one reason
     return guard  # type: ignore[return-value]

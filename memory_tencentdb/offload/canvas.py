@@ -74,7 +74,14 @@ def parse_meta(text: str) -> Meta:
     try:
         data = json.loads("{" + m.group(1) + "}")
     except ValueError:
-        return Meta()
+        # A line torn by a crash during an in-place update (canvas_file.append): the goal and
+        # creation time come first and did not change. ``, "progress"`` cannot occur inside a
+        # JSON string (its quote would be escaped), so it marks where they end.
+        head = m.group(1).partition(', "progress"')[0]
+        try:
+            data = json.loads("{" + head + "}")
+        except ValueError:
+            return Meta()
     progress = next((v for k, v in data.items() if str(k).startswith("progress")), "")
     return Meta(
         task_goal=str(data.get("taskGoal") or ""),

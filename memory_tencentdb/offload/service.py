@@ -18,7 +18,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb.offload import boundaries, canvas, guide, journal, refs
+from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal, refs
 from memory_tencentdb.offload.host_status import HostReports
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.offload.levels import Shrinker, Thresholds
@@ -441,14 +441,11 @@ class OffloadService:
             )
             entry[1] += 1
             return node
-        with sess.scope.lock:
-            text = sess.scope.read_canvas(name)
-            text, node = canvas.append_node(
-                text, prefix, row.tool_call, status, row.summary, row.timestamp,
-                canvas.max_k(text, prefix),
+        with sess.scope.lock:  # one append, not a rewrite of the whole canvas
+            return canvas_file.append(
+                sess.scope.layout.mmds / name, prefix, row.tool_call, status, row.summary,
+                row.timestamp,
             )  # fmt: skip
-            sess.scope.write_canvas(name, canvas.finish(text, row.timestamp))
-        return node
 
     # ------------------------------------------------------------------ L3: assemble
 

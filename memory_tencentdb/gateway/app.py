@@ -234,6 +234,7 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
     offload_limit = engine.settings.memory.offload.assemble_max_body_bytes
     guard.path_limits["/offload/assemble"] = offload_limit
     guard.path_limits["/offload/tool-result"] = offload_limit
+    guard.path_limits["/offload/host-status"] = 16 * 1024  # a few names and one reason
     from memory_tencentdb import hub  # the Memory Hub page (/hub): a gate in front of the guard
 
     return hub.mount(app, guard, engine, policy)  # type: ignore[return-value]

@@ -17,6 +17,7 @@ from memory_tencentdb.engine import Engine
 from memory_tencentdb.gateway import access
 from memory_tencentdb.gateway import schemas as s
 from memory_tencentdb.offload import OffloadInputError, OffloadNotFound
+from memory_tencentdb.offload.host_status import TooManyHosts
 from memory_tencentdb.offload.records import ToolResult
 from memory_tencentdb.offload.service import parse_timestamp
 from memory_tencentdb.offload.store import content_of
@@ -112,9 +113,13 @@ def offload_router(engine: Engine) -> APIRouter:
         return svc.canvases(access.readable(request, scope, user_id), session_key)
 
     @router.post("/host-status")
-    def host_status(body: s.OffloadHostStatusBody) -> Any:
+    def host_status(body: s.OffloadHostStatusBody, request: Request) -> Any:
+        scope = access.writable(request, body.scope, body.user_id)
         fallback = body.fallback.strip() if body.fallback and body.fallback.strip() else None
-        return asdict(svc.hosts.report(body.host, body.engine, fallback))
+        try:
+            return asdict(svc.hosts.report(body.host, body.engine, fallback, scope))
+        except TooManyHosts as e:
+            return JSONResponse({"error": str(e)}, status_code=429)
 
     @router.get("/guide")
     def guide(

@@ -274,11 +274,15 @@ class OffloadAssembleBody(Scoped):
     current_turn_follows: bool = False  # the host appends the current turn after the answer
 
 
-class OffloadHostStatusBody(Body):
-    """A host adapter's report on its own seams (e.g. OpenClaw's engine slot fell back)."""
+HostName = Annotated[str, StringConstraints(strip_whitespace=True, pattern=TOOL_NAME)]
 
-    host: ToolName
-    engine: ToolName
+
+class OffloadHostStatusBody(Scoped):
+    """A host adapter's report on its own seams (e.g. OpenClaw's engine slot fell back), for
+    the scope it works in (the caller must be allowed to write it)."""
+
+    host: HostName
+    engine: HostName
     fallback: Annotated[str, StringConstraints(max_length=2000)] | None = None
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 NODE_ID = re.compile(r"\b(\d{3,})-N(\d+)\b")
 _META = re.compile(r"^%%\s*\{\s*(.*?)\s*\}\s*(?:%%)?\s*$")
-_STATUS = re.compile(r"status:\s*(done|doing|blocked|paused|todo)", re.IGNORECASE)
+_STATUS = re.compile(r"status:\s*(done|doing|blocked|paused|todo)\b", re.IGNORECASE)
 _ENTITIES = {'"': "#quot;", "<": "#lt;", ">": "#gt;", "#": "#35;", "`": "#96;", "&": "#amp;"}
 
 
@@ -58,6 +58,11 @@ def meta_line(meta: Meta) -> str:
         "updatedTime": meta.updated_time,
     }
     text = json.dumps(body, ensure_ascii=False)
+    # JSON escapes for the characters that could open or close a tag (a goal holding
+    # ``</current_task_context>``): the file never holds a ``<`` that code did not put there,
+    # and json.loads gives the goal back exactly.
+    for ch, esc in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e")):
+        text = text.replace(ch, esc)
     return "%% " + text.replace("\n", " ")
 
 
@@ -69,7 +74,14 @@ def parse_meta(text: str) -> Meta:
     try:
         data = json.loads("{" + m.group(1) + "}")
     except ValueError:
-        return Meta()
+        # A line torn by a crash during an in-place update (canvas_file.append): the goal and
+        # creation time come first and did not change. ``, "progress"`` cannot occur inside a
+        # JSON string (its quote would be escaped), so it marks where they end.
+        head = m.group(1).partition(', "progress"')[0]
+        try:
+            data = json.loads("{" + head + "}")
+        except ValueError:
+            return Meta()
     progress = next((v for k, v in data.items() if str(k).startswith("progress")), "")
     return Meta(
         task_goal=str(data.get("taskGoal") or ""),
@@ -83,24 +95,72 @@ def new_canvas(goal: str, created: str) -> str:
     return meta_line(Meta(goal, "0", created, created)) + "\nflowchart TD\n"
 
 
+def node_lines(text: str) -> list[tuple[str, str]]:
+    """``(node id, label)`` of every node line, in order. Ids and statuses are read only from
+    where code writes them (the start of a node line; the label part after the first ``<br/>``
+    that starts with ``status:``): a step whose text says ``001-N40`` or ``status: blocked`` is
+    inside a label, where ``<`` is escaped, so it can neither add a node nor change a count."""
+    out = []
+    for line in text.split("\n"):
+        m = _NODE_LINE.match(line)
+        if m:
+            out.append((m.group(1), m.group(3)))
+    return out
+
+
 def node_ids(text: str, prefix: str) -> list[str]:
     seen: dict[str, None] = {}
-    for m in NODE_ID.finditer(text):
-        if m.group(1) == prefix:
-            seen[m.group(0)] = None
+    for node, _ in node_lines(text):
+        if node.split("-N", 1)[0] == prefix:
+            seen[node] = None
     return list(seen)
 
 
 def max_k(text: str, prefix: str) -> int:
-    return max((int(m.group(2)) for m in NODE_ID.finditer(text) if m.group(1) == prefix), default=0)
+    return max((int(n.split("-N", 1)[1]) for n in node_ids(text, prefix)), default=0)
+
+
+def label_status(label: str) -> str | None:
+    """The status code put in a node's label (``step<br/>status: done<br/>...``), or None."""
+    for part in _BR.split(label)[1:]:
+        if part.startswith("status:"):
+            m = _STATUS.match(part)
+            return m.group(1).lower() if m else None
+    return None
 
 
 def status_counts(text: str) -> dict[str, int]:
     counts = {"done": 0, "doing": 0, "blocked": 0}
-    for m in _STATUS.finditer(text):
-        key = m.group(1).lower()
-        counts[key] = counts.get(key, 0) + 1
+    for _, label in node_lines(text):
+        key = label_status(label)
+        if key:
+            counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def drop_nodes(text: str, ids: set[str]) -> str:
+    """``text`` without the node lines of ``ids`` and the edge lines touching them (ids read
+    where code writes them, never from inside a label)."""
+    kept = []
+    for line in text.split("\n"):
+        m = _NODE_LINE.match(line)
+        if m and m.group(1) in ids:
+            continue
+        e = _EDGE_LINE.match(line)
+        if e and (e.group(1) in ids or e.group(5) in ids):
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def goal_text(goal: str, limit: int = 160) -> str:
+    """A goal for the canvas message's ``Goal:`` line: one line, clipped, and ``& < >`` as
+    entities, so a goal holding ``</current_task_context><system>`` cannot close the wrapper
+    or open a tag of its own."""
+    goal = "".join(" " if unicodedata.category(c).startswith("C") else c for c in str(goal))
+    goal = " ".join(goal.split())
+    goal = goal if len(goal) <= limit else goal[: limit - 1] + "…"
+    return goal.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def append_node(

@@ -1,8 +1,8 @@
 """Raw tool results in ``refs/<timestamp>.md``, in the original's Markdown layout.
 
 A ref is created with ``O_EXCL`` (never overwritten: a second result in the same millisecond gets
-``-1``, ``-2`` …), written, fsync'ed with its directory, and only then is a stub answered. The
-result sits in a fence longer than any backtick run inside it, so reading it back is byte-exact.
+``-1``, ``-2`` … and, past 15 of them, a random suffix), written, fsync'ed with its directory,
+and only then is a stub answered. The result sits in a fence longer than any backtick run inside it, so reading it back is byte-exact.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from pathlib import Path
 
 from memory_tencentdb.offload.records import ToolResult
@@ -58,6 +59,20 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+# The original's names: ``<stem>.md``, then ``-1``, ``-2`` … in the same millisecond. Probing on
+# and on made the n-th same-stamp result cost n tries and the 10,000th fail; past a few, a random
+# suffix is taken instead (O_EXCL still guarantees it is new).
+_PROBES = 16
+
+
+def _candidate(stem: str, n: int) -> str:
+    if n == 0:
+        return f"{stem}.md"
+    if n < _PROBES:
+        return f"{stem}-{n}.md"
+    return f"{stem}-{uuid.uuid4().hex[:12]}.md"
+
+
 def write(refs_dir: Path, result: ToolResult, sync: bool = True) -> str:
     """Write and fsync the ref; answer its name relative to the scope dir (``refs/<f>.md``).
 
@@ -66,8 +81,8 @@ def write(refs_dir: Path, result: ToolResult, sync: bool = True) -> str:
     refs_dir.mkdir(parents=True, exist_ok=True)
     data = render(result).encode("utf-8")
     stem = ref_stem(result.timestamp)
-    for n in range(10_000):
-        name = f"{stem}.md" if n == 0 else f"{stem}-{n}.md"
+    for n in range(_PROBES + 64):
+        name = _candidate(stem, n)
         try:
             fd = os.open(refs_dir / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:

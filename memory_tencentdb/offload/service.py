@@ -18,7 +18,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb.offload import boundaries, canvas, guide, journal, refs
+from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal, refs
 from memory_tencentdb.offload.host_status import HostReports
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.offload.levels import Shrinker, Thresholds
@@ -278,6 +278,7 @@ class OffloadService:
 
     def on_prompt(self, sess: Session, prompt: str) -> None:
         """L1.5 for a new prompt (same prompt again: nothing). Persisted before returning."""
+        prompt = redact(prompt)  # it becomes a goal, boundaries, task texts: all written to files
         digest = hashlib.sha1(prompt.encode("utf-8")).hexdigest()[:16]
         if sess.state.get("last_prompt_hash") == digest:
             return
@@ -417,13 +418,8 @@ class OffloadService:
             for name in sess.scope.canvas_files():
                 ids = by_canvas.get(prefix_of(name))
                 if ids:
-                    text = sess.scope.read_canvas(name)
-                    kept = [
-                        ln
-                        for ln in text.split("\n")
-                        if not {m.group(0) for m in canvas.NODE_ID.finditer(ln)} & ids
-                    ]
-                    sess.scope.write_canvas(name, canvas.finish("\n".join(kept), self.now()))
+                    text = canvas.drop_nodes(sess.scope.read_canvas(name), ids)
+                    sess.scope.write_canvas(name, canvas.finish(text, self.now()))
         for r in rows:
             r.node_id = self._add_node(sess, r)
         sess.flush_rows()
@@ -445,14 +441,11 @@ class OffloadService:
             )
             entry[1] += 1
             return node
-        with sess.scope.lock:
-            text = sess.scope.read_canvas(name)
-            text, node = canvas.append_node(
-                text, prefix, row.tool_call, status, row.summary, row.timestamp,
-                canvas.max_k(text, prefix),
+        with sess.scope.lock:  # one append, not a rewrite of the whole canvas
+            return canvas_file.append(
+                sess.scope.layout.mmds / name, prefix, row.tool_call, status, row.summary,
+                row.timestamp,
             )  # fmt: skip
-            sess.scope.write_canvas(name, canvas.finish(text, row.timestamp))
-        return node
 
     # ------------------------------------------------------------------ L3: assemble
 
@@ -494,8 +487,7 @@ class OffloadService:
         the newest that fit ``max_tokens``, with short labels. The file keeps every node."""
         text = sess.canvas_text(name)
         meta = canvas.parse_meta(text)
-        goal = " ".join(meta.task_goal.split())
-        goal = goal if len(goal) <= 160 else goal[:159] + "…"
+        goal = canvas.goal_text(meta.task_goal, 160)  # escaped: host/model text
         n = len(shown)
         floor = min(1, n)  # at least the newest step, even when squeezed
         while True:
@@ -579,7 +571,7 @@ class OffloadService:
             counts = canvas.status_counts(text)
             blocks.append(
                 f'<history_task_context file="{name}" mode="meta-only">\n'
-                f"Earlier task (its steps left the context). Goal: {_clip(meta.task_goal, 120)}\n"
+                f"Earlier task (its steps left the context). Goal: {canvas.goal_text(meta.task_goal, 120)}\n"
                 f"Nodes: {len(canvas.node_ids(text, prefix_of(name)))}"
                 f" ({counts.get('done', 0)} done, {counts.get('blocked', 0)} blocked),"
                 f" updated {meta.updated_time}. Whole canvas: {guide.TOOL_NAME}"

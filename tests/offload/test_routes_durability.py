@@ -22,7 +22,7 @@ def test_restart_keeps_rows_canvas_and_moves_corrupt_lines_aside(start_gateway, 
         ).json()
         root = Path(c.get("/offload/guide", params={"scope": scope}).json()["data_dir"])
     journal = next(root.glob("offload-*.jsonl"))
-    assert journal.name != "offload-agent:main:main.jsonl" and "agent_main_main" in journal.name
+    assert journal.name == "offload-agent%3Amain%3Amain.jsonl"  # ":" escaped, injectively
     gw.kill()  # no shutdown hooks: what was answered must already be on disk
     with journal.open("ab") as f:
         f.write(b'{"tool_call_id": "call_half", "summ\n')

@@ -96,7 +96,7 @@ def offload_router(engine: Engine) -> APIRouter:
             if (v := getattr(body, k))
         }
         try:
-            return svc.read(scope, body.session_key, **keys)
+            return svc.read(scope, body.session_key, body.offset, body.length, **keys)
         except OffloadInputError as e:
             return _unprocessable(e)
         except OffloadNotFound as e:

@@ -18,7 +18,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb.offload import boundaries, canvas, guide, journal, refs
+from memory_tencentdb.offload import boundaries, canvas, guide, journal, paging, refs
 from memory_tencentdb.offload.host_status import HostReports
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.offload.levels import Shrinker, Thresholds
@@ -182,7 +182,6 @@ class OffloadService:
 
     def stub(self, sess: Session, row: OffloadRow) -> str:
         path = sess.scope.layout.root / row.result_ref if row.result_ref else None
-        where = f" or open {path}" if path else ""
         summary = row.summary
         call, sep, rest = summary.partition("; ")
         if sep and row.tool_call.startswith(call.rstrip("…")):
@@ -191,7 +190,7 @@ class OffloadService:
         return (
             f"[Offloaded tool result: {row.tool_name or '?'}, {row.tokens} tokens,"
             f" node {row.node_id or 'N/A'}] {summary}\n"
-            f'Full result: {guide.TOOL_NAME} {{"tool_call_id": "{row.tool_call_id}"}}{where}'
+            f"{guide.read_line(row.tool_call_id, path)}"
         )
 
     def _record(
@@ -816,7 +815,34 @@ class OffloadService:
             raise OffloadNotFound(f"no ref {ref!r} in this scope")
         return refs.parse(path.read_bytes().decode("utf-8"))  # no newline translation
 
-    def read(self, scope: str, session_key: str | None, **key: str) -> dict[str, Any]:
+    def read(
+        self,
+        scope: str,
+        session_key: str | None,
+        offset: int = 0,
+        length: int | None = None,
+        **key: str,
+    ) -> dict[str, Any]:
+        """The original behind a key; a tool result's or a canvas's text as the page
+        ``[offset, offset+length)`` with where the next page starts (paging.py)."""
+        out = self._read_whole(scope, session_key, **key)
+        field = {"tool_result": "content", "canvas": "text"}.get(out["kind"])
+        if field is not None:
+            whole = out[field]
+            # The next page is named by what this page was read from (not "active", which
+            # may move on between two pages).
+            if out["kind"] == "canvas":
+                again = {"canvas": out["canvas"]}
+            elif key.get("tool_call_id") and out.get("tool_call_id"):
+                again = {"tool_call_id": out["tool_call_id"]}
+            else:
+                again = {"result_ref": out["result_ref"]}
+            info = paging.page(whole, offset, length, again)
+            out[field] = whole[info["offset"] : info["end"]]
+            out.update(info)
+        return out
+
+    def _read_whole(self, scope: str, session_key: str | None, **key: str) -> dict[str, Any]:
         self.counts["reads"] += 1
         sc = self.scope(scope)
         if key.get("tool_call_id") or key.get("result_ref"):

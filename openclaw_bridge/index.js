@@ -117,7 +117,10 @@ function setup(api) {
       api.registerTool(tool.factory, { name: tool.name });
     }
   }
-  if (offload.readTool) api.registerTool(offload.readTool.factory, { name: offload.readTool.name });
+  // Read-back is registered whatever offload.enabled says: sessions offloaded earlier hold
+  // stubs naming it, and a model that calls it by that name must find it (not a neighbour).
+  const readTool = createOffloadReadTool({ config, link, warn, scopeOf });
+  api.registerTool(readTool.factory, { name: readTool.name });
 
   if (config.autoStart.enabled && typeof api.registerService === "function") {
     api.registerService(gatewayService(config, link, hooks));
@@ -126,12 +129,12 @@ function setup(api) {
 
 /**
  * The offload seams. The engine is registered whatever offload.enabled says, so a slot naming
- * it never dangles (disabled, it passes the messages through); the middleware, the per-turn
- * canvas and the read tool only with offload.enabled. Each registration failure is logged and
+ * it never dangles (disabled, it passes the messages through); the middleware and the per-turn
+ * canvas only with offload.enabled (the read tool always: see setup). Each registration failure is logged and
  * leaves the rest of the plugin working.
  */
 function setupOffload(api, config, link, scopeOf) {
-  const out = { canvas: undefined, canvasBudgetMs: 0, readTool: undefined };
+  const out = { canvas: undefined, canvasBudgetMs: 0 };
   if (typeof api.registerContextEngine === "function") {
     try {
       const factory = createContextEngineFactory({ pluginId: PLUGIN_ID, version: VERSION, config, link, warn, say, scopeOf, activity, delegateCompaction });
@@ -167,7 +170,6 @@ function setupOffload(api, config, link, scopeOf) {
     fallback,
   });
   out.canvasBudgetMs = config.offload.canvasTimeoutMs + fallback.timeoutMs;
-  out.readTool = createOffloadReadTool({ config, link, warn, scopeOf });
   return out;
 }
 

@@ -144,7 +144,7 @@ function setupOffload(api, config, link, scopeOf) {
     }
   }
   if (!config.offload.enabled) return out;
-  middlewareRef.current = createToolResultMiddleware({ config, link, warn, scopeOf });
+  middlewareRef.current = createToolResultMiddleware({ config, link, warn, scopeOf, activity });
   if (typeof api.registerAgentToolResultMiddleware === "function") {
     try {
       api.registerAgentToolResultMiddleware(toolResultMiddleware, { runtimes: ["openclaw"] });

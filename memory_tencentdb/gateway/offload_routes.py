@@ -81,6 +81,7 @@ def offload_router(engine: Engine) -> APIRouter:
                 body.system_tokens,
                 body.format,
                 body.current_turn_follows,
+                body.pending_tool_call_ids,
             )
         except OffloadInputError as e:
             return _unprocessable(e)

@@ -268,6 +268,9 @@ class OffloadAssembleBody(Scoped):
     system_tokens: int = Field(0, ge=0, le=100_000_000)
     format: Literal["auto", "openai", "agent"] = "auto"
     current_turn_follows: bool = False  # the host appends the current turn after the answer
+    # With current_turn_follows: the tool calls of that turn whose results (sent to
+    # /offload/tool-result) follow the list: they count as in the context (canvas, guide).
+    pending_tool_call_ids: list[Id] = Field(default_factory=list, max_length=1000)
 
 
 class OffloadHostStatusBody(Body):

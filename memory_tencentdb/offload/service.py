@@ -465,6 +465,7 @@ class OffloadService:
         system_tokens: int = 0,
         fmt_hint: str | None = None,
         current_turn_follows: bool = False,
+        pending_tool_call_ids: list[str] | None = None,
     ) -> dict[str, Any]:
         started = time.perf_counter()
         fmt = detect_format(messages, fmt_hint)
@@ -473,6 +474,9 @@ class OffloadService:
         with sess.lock:
             sess.begin()
             try:
+                # Results the host appends after the list (OpenClaw's current turn) count as
+                # in the context for this call: _stub_savings, _shortened.
+                sess.pending_ids = list(pending_tool_call_ids or []) if current_turn_follows else []
                 out = self._assemble(
                     sess, fmt, msgs, token_budget, prompt, system_tokens, current_turn_follows
                 )
@@ -480,6 +484,7 @@ class OffloadService:
                 self.last_error["l3"] = f"{type(e).__name__}: {e}"
                 raise
             finally:
+                sess.pending_ids = []
                 sess.commit(self.now())  # refs and rows on disk before the answer (or the error)
         self.counts["assembles"] += 1
         self.last_error["l3"] = None
@@ -750,12 +755,36 @@ class OffloadService:
                 row = sess.row(m.call_id or "") if m is not None and m.role == "tool" else None
                 if row is not None and row.offloaded is True and row.tokens > item.tokens:
                     saved += row.tokens - item.tokens
+        for row in self._pending_rows(sess, outcome):
+            stub = self.count(self.stub(sess, row))
+            saved += max(0, row.tokens - stub)
         return saved
+
+    def _pending_rows(self, sess: Session, outcome: Any) -> list[OffloadRow]:
+        """Stubbed rows of the results the host appends after the list (``pending_ids``),
+        those the list does not hold itself."""
+        ids = sess.pending_ids
+        if not ids:
+            return []
+        listed = {
+            strip_id(item.msg.call_id or "")
+            for u in outcome.units
+            for item in u.items
+            if item.msg is not None and item.msg.role == "tool"
+        }
+        rows = []
+        for cid in dict.fromkeys(strip_id(i) for i in ids):
+            row = sess.row(cid)
+            if cid not in listed and row is not None and row.offloaded is True:
+                rows.append(row)
+        return rows
 
     def _shortened(self, sess: Session, outcome: Any) -> bool:
         """Does this answer hold anything shortened (a stub, a truncation, a removal, a
         dropped orphan), including stubs the host applied itself from ``/offload/tool-result``?"""
         if outcome.stubbed or outcome.truncated or outcome.removed or outcome.orphans:
+            return True
+        if self._pending_rows(sess, outcome):
             return True
         for u in outcome.units:
             if u.removed:

@@ -23,6 +23,7 @@ import { createHooks, REPLAY_BUDGET_MS } from "./lib/hooks.js";
 import { GatewayLink } from "./lib/link.js";
 import { createToolResultMiddleware } from "./lib/offload.js";
 import { createTurnCanvas, FallbackReporter, slotIsOurs } from "./lib/offload_canvas.js";
+import { markOffloadUsed, offloadWasUsed } from "./lib/offload_marker.js";
 import { createOffloadReadTool } from "./lib/offload_read.js";
 import { expectedDataDir, readGatewayKey, scopeResolver, stateDirOf } from "./lib/ownership.js";
 import { CaptureSpool } from "./lib/spool.js";
@@ -117,10 +118,14 @@ function setup(api) {
       api.registerTool(tool.factory, { name: tool.name });
     }
   }
-  // Read-back is registered whatever offload.enabled says: sessions offloaded earlier hold
-  // stubs naming it, and a model that calls it by that name must find it (not a neighbour).
-  const readTool = createOffloadReadTool({ config, link, warn, scopeOf });
-  api.registerTool(readTool.factory, { name: readTool.name });
+  // Read-back is registered with offload on, and off too once this state directory ever
+  // offloaded: sessions hold stubs naming it, and a model that calls it by that name must
+  // find it (not a neighbour).
+  if (config.offload.enabled) markOffloadUsed(stateDir);
+  if (config.offload.enabled || offloadWasUsed(stateDir)) {
+    const readTool = createOffloadReadTool({ config, link, warn, scopeOf });
+    api.registerTool(readTool.factory, { name: readTool.name });
+  }
 
   if (config.autoStart.enabled && typeof api.registerService === "function") {
     api.registerService(gatewayService(config, link, hooks));
@@ -130,7 +135,7 @@ function setup(api) {
 /**
  * The offload seams. The engine is registered whatever offload.enabled says, so a slot naming
  * it never dangles (disabled, it passes the messages through); the middleware and the per-turn
- * canvas only with offload.enabled (the read tool always: see setup). Each registration failure is logged and
+ * canvas only with offload.enabled (the read tool: see setup). Each registration failure is logged and
  * leaves the rest of the plugin working.
  */
 function setupOffload(api, config, link, scopeOf) {

@@ -90,11 +90,11 @@ test("manifest: the middleware contract and the read tool are declared", () => {
   assert.equal(manifest.configSchema.properties.offload.properties.enabled.default, false);
 });
 
-test("offload off (default): the engine is a pass-through, no middleware, no offload call; the read tool stays for stubs of earlier sessions", async () => {
+test("offload off (default): the engine is a pass-through, no middleware, no read tool, no offload call", async () => {
   reset();
   const api = await bridgeWith(configFor(stub.url, { recall: { enabled: false }, capture: { enabled: false } }), { config: SLOT });
   assert.equal(api.middlewares.length, 0);
-  assert.ok(api.tools.has(READ_TOOL));
+  assert.ok(!api.tools.has(READ_TOOL));
   assert.ok(!api.hooks.has("before_prompt_build"), "no canvas hook without offload (and no recall here)");
   const engine = engineOf(api);
   assert.equal(engine.info.id, PLUGIN);

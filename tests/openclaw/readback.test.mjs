@@ -13,7 +13,7 @@ import { pathToFileURL } from "node:url";
 
 import { fittingPrefix, toolResultLimits, unitsOfText, windowOf } from "../../openclaw_bridge/lib/openclaw_limits.js";
 import { PAGE_MARK } from "../../openclaw_bridge/lib/offload_read.js";
-import { bridgeWith, configFor, startStub } from "./helpers.mjs";
+import { bridgeWith, configFor, startStub, tempDir } from "./helpers.mjs";
 
 const READ_TOOL = "memory_tencentdb_offload_read";
 
@@ -172,9 +172,16 @@ for (const [label, ctx, window] of [
   });
 }
 
-test("the read tool is registered with offload off, and finds what earlier sessions offloaded", async () => {
-  const tool = await readTool({ offload: { enabled: false } });
+test("once a state dir offloaded, the read tool stays registered with offload off, and reads what it offloaded", async () => {
+  const stateDir = tempDir("oc-marker-");
+  const plain = { recall: { enabled: false }, capture: { enabled: false } };
+  const never = await bridgeWith(configFor(stub.url, plain), { stateDir });
+  assert.ok(!never.tools.has(READ_TOOL), "a state dir that never offloaded: tools as before");
+  await bridgeWith(configFor(stub.url, { ...plain, offload: { enabled: true } }), { stateDir });
+  const later = await bridgeWith(configFor(stub.url, { ...plain, offload: { enabled: false } }), { stateDir });
+  const tool = later.tool(READ_TOOL, { agentId: "main", sessionKey: "agent:main:rb" });
   assert.equal(tool.name, READ_TOOL);
+  assert.equal(tool.catalogMode, "direct-only");
   const pages = await readAll(tool, "call_zh");
   assert.equal(pages.join(""), ZH_TEXT);
   assert.match((await tool.execute("x", { tool_call_id: "nope" })).content[0].text, /Nothing stored under tool_call_id "nope"/);

@@ -2,13 +2,16 @@
 items 3 and 4): Tool Search on (``tools.toolSearch`` unset), installed with
 ``scripts/install-openclaw.sh --offload``, a tool-using fake model and our gateway.
 
-One ``agent --local`` turn: four large outputs (a 20 KB en ``read``, 17,000 zh characters and a
+Turn 1 (``agent --local``): four large outputs (a 20 KB en ``read``, 17,000 zh characters and a
 45 KB en log through ``exec cat``, a 7,000-character zh/en ``read``), then the model reads each
-back by the name its stub gives, following every page's last line, then answers. What must hold:
+back by the name its stub gives, following every page's last line, then answers. Turn 2, after
+``scripts/install-openclaw.sh --no-offload``, same session: the zh one is read back again from the
+stub in the history. What must hold:
 
 - the read tool is in the model's tool list (not behind ``tool_search``/``tool_call``), every
   read is answered (no "not found"), no answer is cut by OpenClaw ("more characters
-  truncated"), and the pages of each joined are the original byte for byte;
+  truncated"), and the pages of each joined are the original byte for byte, after
+  ``--no-offload`` too (and then no other tool is called);
 - every request carries the offload guide in its system prompt from the turn's first request
   (before any stub), and the canvas shows every step taken so far (as Hermes's does).
 """
@@ -153,6 +156,26 @@ def test_default_openclaw_reads_every_stub_back_whole_with_canvas_and_guide(
         seconds = time.monotonic() - started
         agent.clear()
         requests = agent.main_requests()
+
+        # Then offload off (`--no-offload`), and the same session goes on: its history holds
+        # the stubs, and the model reads one back by the name the stub gives.
+        off = subprocess.run(
+            [
+                "bash", str(REPO / "scripts" / "install-openclaw.sh"), "--no-offload",
+                "--port", str(gateway.port), "--data-dir", str(gateway.data_dir),
+            ],
+            env={**home.env(), "OPENCLAW": home.cli_command()},
+            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert off.returncode == 0, off.stdout[-3000:] + off.stderr[-3000:]
+        entry = home.read_config()["plugins"]["entries"][BRIDGE_ID]
+        assert entry["config"]["offload"]["enabled"] is False
+        start = agent.mark()
+        again = PageReader(["callrbzh"], "OFF-READBACK-DONE")
+        agent.push(*[again] * 10)
+        done_off = home.agent("再读一次中文日志 / read the zh log again", SESSION, timeout=600)
+        agent.clear()
+        off_requests = agent.main_requests()[start:]
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
     assert "READBACK-DONE" in done.stdout, out[-4000:]
@@ -181,6 +204,24 @@ def test_default_openclaw_reads_every_stub_back_whole_with_canvas_and_guide(
         f"\n  real OpenClaw, default config: {len(requests)} model calls in {seconds:.0f} s; "
         + ", ".join(f"{cid}: {len(t)} chars in {paged[cid]} pages" for cid, _, t, _ in items)
     )
+
+    # After --no-offload: the read tool is still in the list, the only tool called, and whole.
+    out_off = done_off.stdout + done_off.stderr
+    assert done_off.returncode == 0 and "OFF-READBACK-DONE" in done_off.stdout, out_off[-4000:]
+    assert all(again.offered) and again.n >= 2, (again.offered, again.n)
+    called = [
+        tc["function"]["name"]
+        for m in off_requests[-1]["messages"]
+        if m.get("role") == "assistant"
+        for tc in m.get("tool_calls") or []
+        if str(tc.get("id", "")).startswith("callrbread")
+    ]
+    assert len(called) >= again.n and set(called) == {READ_TOOL}, called
+    with gateway.client() as c:
+        body = {"tool_call_id": "callrbzh", "scope": scope, "session_key": SESSION}
+        zh_original = c.post("/offload/read", json=body).json()["content"]
+    assert "".join(again.pages["callrbzh"]).encode("utf-8") == zh_original.encode("utf-8")
+    print(f"  after --no-offload: callrbzh read back whole in {len(again.pages['callrbzh'])} pages")
 
     # Item 4: the guide from the first request, and every step so far on the canvas.
     for k, request in enumerate(requests):

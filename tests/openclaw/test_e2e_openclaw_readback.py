@@ -86,7 +86,8 @@ class PageReader:
     """A cooperative model: reads each target back as its stub says (calling the read tool by
     that name, directly), then as each page's last line says, until the last page."""
 
-    def __init__(self, targets: list[str], done: str) -> None:
+    def __init__(self, targets: list[str], done: str, prefix: str = "callrbread") -> None:
+        self.prefix = prefix  # call ids must be new in the session
         self.targets = list(targets)
         self.done = done
         self.pages: dict[str, list[str]] = {t: [] for t in targets}
@@ -116,7 +117,7 @@ class PageReader:
             args = read_back_arguments(tool_text(request, self.current) or "")
             args = args or {"tool_call_id": self.current}
         self.n += 1
-        self.last_read = f"callrbread{self.n}"
+        self.last_read = f"{self.prefix}{self.n}"
         return tools(call(READ_TOOL, self.last_read, **args))
 
 
@@ -171,7 +172,7 @@ def test_default_openclaw_reads_every_stub_back_whole_with_canvas_and_guide(
         entry = home.read_config()["plugins"]["entries"][BRIDGE_ID]
         assert entry["config"]["offload"]["enabled"] is False
         start = agent.mark()
-        again = PageReader(["callrbzh"], "OFF-READBACK-DONE")
+        again = PageReader(["callrbzh"], "OFF-READBACK-DONE", prefix="callrbagain")
         agent.push(*[again] * 10)
         done_off = home.agent("再读一次中文日志 / read the zh log again", SESSION, timeout=600)
         agent.clear()
@@ -214,9 +215,9 @@ def test_default_openclaw_reads_every_stub_back_whole_with_canvas_and_guide(
         for m in off_requests[-1]["messages"]
         if m.get("role") == "assistant"
         for tc in m.get("tool_calls") or []
-        if str(tc.get("id", "")).startswith("callrbread")
+        if str(tc.get("id", "")).startswith("callrbagain")
     ]
-    assert len(called) >= again.n and set(called) == {READ_TOOL}, called
+    assert len(called) == again.n and set(called) == {READ_TOOL}, called
     with gateway.client() as c:
         body = {"tool_call_id": "callrbzh", "scope": scope, "session_key": SESSION}
         zh_original = c.post("/offload/read", json=body).json()["content"]

@@ -168,6 +168,13 @@ class Settings:
         return self.home / "memory-tencentdb" / "spool"
 
     @property
+    def offload_used_marker(self) -> Path:
+        """Exists once a session of this Hermes home ran with offload on: from then on some
+        session may hold stubs naming the read tool, so the tool stays offered (offload off
+        too; a home that never offloaded sends what it always sent)."""
+        return self.home / "memory-tencentdb" / "offload-used"
+
+    @property
     def expected_data_dir(self) -> Path:
         """The data directory our gateway serves: configured, else the gateway's default."""
         return Path(self.data_dir).expanduser() if self.data_dir else default_data_dir()

@@ -57,6 +57,12 @@ READ_PARAMETERS: dict[str, Any] = {
         "result_ref": {"type": "string", "description": "refs/<file>.md named in a stub"},
         "node_id": {"type": "string", "description": "canvas node id, NNN-N<k>"},
         "canvas": {"type": "string", "description": 'canvas file (NNN-label.mmd) or "active"'},
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "where the page starts, in characters (the previous page's last"
+            " line names it)",
+        },
     },
     "additionalProperties": False,
 }
@@ -68,7 +74,9 @@ READ_SCHEMA: dict[str, Any] = {
         "a tool call (by tool_call_id or result_ref, exactly as the tool returned it), the steps "
         "of a task-canvas node (by node_id, e.g. 003-N2), or a task canvas (by canvas file name, "
         'or "active"). Use it whenever a stub or a canvas node lacks a detail you need. Give '
-        "exactly one of the four."
+        "exactly one of the four. A long text comes in pages: a page ends with a line naming "
+        "the call for the next page (the same key with offset); the pages joined are the "
+        "original exactly."
     ),
     "parameters": READ_PARAMETERS,
 }
@@ -173,6 +181,12 @@ def view_for(session_id: Any) -> View:
     st = _ns()
     with st.lock:
         return st.offload_views.setdefault(str(session_id), View())
+
+
+def window_of(session_id: Any) -> int:
+    """The model's context window as the session's view last saw it (0: not known)."""
+    view = _ns().offload_views.get(str(session_id or ""))
+    return view.context_length if view is not None else 0
 
 
 def budget(target: Route, view: View) -> int:
@@ -329,23 +343,57 @@ def valid_messages(messages: Any) -> bool:
 
 # -- the read tool -------------------------------------------------------------------------------
 
+# Hermes 0.19.0 keeps a tool result in the conversation only up to its per-result limit
+# (tools/budget_config.py `budget_for_context_window`: 15 % of the window at 4 characters a
+# token, at least 8,000 and at most 100,000 characters; longer ones go to a file with a 1,500-
+# character preview), so a read-back answers pages that fit it, footer included.
+HERMES_RESULT_FLOOR = 8_000
+HERMES_RESULT_CAP = 100_000
+PAGE_FOOTER_RESERVE = 400
+PAGE_MARK = f"\n\n[{READ_TOOL} page: characters "
+READ_KEYS = ("tool_call_id", "result_ref", "node_id", "canvas")
 
-def read_back(target: Route | None, args: Any) -> str:
-    """``memory_tencentdb_offload_read``: the original, the canvas text, or a node's rows."""
+
+def page_chars(context_length: int = 0) -> int:
+    """Characters of a read-back page for a model of ``context_length`` tokens (0: unknown,
+    then Hermes's floor, which fits every window)."""
+    limit = HERMES_RESULT_FLOOR
+    if context_length and context_length > 0:
+        share = int(context_length * 4 * 0.15)
+        limit = max(HERMES_RESULT_FLOOR, min(share, HERMES_RESULT_CAP))
+    return limit - PAGE_FOOTER_RESERVE
+
+
+def read_back(target: Route | None, args: Any, context_length: int = 0) -> str:
+    """``memory_tencentdb_offload_read``: the original, the canvas text, or a node's rows.
+
+    A tool result or a canvas longer than a page comes back in pages: the page, then one line
+    naming the call for the next (what precedes ``PAGE_MARK`` is the page, exactly)."""
     if target is None:
-        return json.dumps({"error": "context offload is not active in this session"})
+        return json.dumps({"error": "the memory gateway is not set up in this session"})
     args = args if isinstance(args, dict) else {}
-    keys = [k for k in ("tool_call_id", "result_ref", "node_id", "canvas") if args.get(k)]
+    keys = [k for k in READ_KEYS if args.get(k)]
     if len(keys) != 1:
         return json.dumps(
             {"error": "give exactly one of tool_call_id, result_ref, node_id, canvas"}
         )
-    body = {**target.base(), keys[0]: str(args[keys[0]]).strip()}
+    offset = args.get("offset", 0)
+    if offset in (None, ""):
+        offset = 0
+    if isinstance(offset, str) and offset.strip().isdigit():
+        offset = int(offset.strip())
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        return json.dumps({"error": "offset must be a whole number of characters, 0 or more"})
+    key = keys[0]
+    body: dict[str, Any] = {**target.base(), key: str(args[key]).strip()}
+    size = page_chars(context_length)
+    if key != "node_id":
+        body.update(offset=offset, length=size)
     try:
         out = target.gw.client.post("/offload/read", body, READ_TIMEOUT_S)
     except GatewayRejected as exc:
         if exc.status == 404:
-            return json.dumps({"error": f"nothing offloaded matches {keys[0]}={body[keys[0]]!r}"})
+            return json.dumps({"error": f"nothing offloaded matches {key}={body[key]!r}"})
         return json.dumps({"error": f"offload read rejected: {exc}"})
     except GatewayUnavailable:
         return json.dumps({"error": "the offload store is unavailable right now; try again later"})
@@ -355,15 +403,39 @@ def read_back(target: Route | None, args: Any) -> str:
         return json.dumps({"error": "unexpected answer from the offload store"})
     kind = out.get("kind")
     if kind == "tool_result" and isinstance(out.get("content"), str):
-        return out["content"]
+        again = (
+            {"tool_call_id": out["tool_call_id"]}
+            if key == "tool_call_id" and out.get("tool_call_id")
+            else {key: body[key]}
+        )
+        return _page(out, "content", offset, size, again)
     if kind == "canvas" and isinstance(out.get("text"), str):
-        return out["text"]
+        return _page(out, "text", offset, size, {"canvas": out.get("canvas") or body[key]})
     if kind == "node":
         return json.dumps(
             {"node_id": out.get("node_id"), "canvas": out.get("canvas"), "rows": out.get("rows")},
             ensure_ascii=False,
         )
     return json.dumps(out, ensure_ascii=False)
+
+
+def _page(out: dict[str, Any], field: str, asked: int, size: int, again: dict[str, str]) -> str:
+    text = out[field]
+    start, total = out.get("offset"), out.get("total_chars")
+    if not isinstance(start, int) or not isinstance(total, int):
+        # A gateway from before paging answers the whole text: page it here.
+        start, total = min(asked, len(text)), len(text)
+        text = text[start : start + size]
+    text = text[:size]
+    end = start + len(text)
+    if start == 0 and end >= total:
+        return text
+    if end < total:
+        call = json.dumps({**again, "offset": end}, ensure_ascii=False)
+        tail = f"next page: {READ_TOOL} {call}"
+    else:
+        tail = "last page"
+    return f"{text}{PAGE_MARK}{start}-{end} of {total}; {tail}]"
 
 
 # -- the per-request view ------------------------------------------------------------------------

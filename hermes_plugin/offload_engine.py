@@ -258,6 +258,7 @@ class OffloadEngine(ContextEngine):
         try:
             if name != offload.READ_TOOL:
                 return json.dumps({"error": f"unknown tool {name}"})
-            return offload.read_back(offload.route_for(self.session_id), args)
+            window = offload.window_of(self.session_id)
+            return offload.read_back(offload.route_for(self.session_id), args, window)
         except Exception as exc:  # noqa: BLE001
             return json.dumps({"error": f"offload read failed: {exc}"})

@@ -164,6 +164,15 @@ def _deliver(gw: Gateway, path: str, body: dict[str, Any]) -> Any:
     return gw.client.post(path, body, WRITE_TIMEOUT_S)
 
 
+def _touch(path: Path) -> None:
+    """Create a marker file (best effort: a read-only home only loses the marker)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(exist_ok=True)
+    except OSError:
+        log.debug("memory_tencentdb: cannot write %s", path, exc_info=True)
+
+
 def _attach_log_file(settings: Settings) -> None:
     """Log to $HERMES_HOME/logs/memory_tencentdb/provider.log (once per file per process)."""
     from .state import shared
@@ -213,6 +222,7 @@ class MemoryTencentdbProvider(MemoryProvider):
         self.last_prefetch_ms = 0.0
         self.tool_calls_seen = 0
         self._offload: bool | None = None  # None: not known before initialize
+        self._read_marker: Path | None = None
 
     # -- identity ----------------------------------------------------------------------------
 
@@ -275,8 +285,10 @@ class MemoryTencentdbProvider(MemoryProvider):
             self._replay_kept(gw)
         hooks.route(hermes_session, self)
         self._offload = settings.offload
+        self._read_marker = settings.offload_used_marker
         if settings.offload:
             offload.route(hermes_session, self._offload_route())
+            _touch(settings.offload_used_marker)
         if not already:
             gw.supervisor.acquire()
         gw.supervisor.ensure_started()
@@ -641,10 +653,23 @@ class MemoryTencentdbProvider(MemoryProvider):
     # -- tools -------------------------------------------------------------------------------
 
     def get_tool_schemas(self) -> list[dict[str, Any]]:
+        """The search tools, forget, and the offload read tool once this home ever offloaded,
+        offload on or off: a session resumed after ``--no-offload`` still holds stubs naming
+        it, and a model calling it by that name must find it (Hermes repairs an unknown name to
+        the nearest one it offers, which would be ``memory_tencentdb_forget``)."""
         schemas = _tool_schemas()
-        if self._offload_on():
+        if self._read_tool_offered():
             schemas.append(dict(offload.READ_SCHEMA))
         return schemas
+
+    def _read_tool_offered(self) -> bool:
+        if self._offload_on():
+            return True
+        try:
+            marker = self._read_marker or Settings.load().offload_used_marker
+            return marker.exists()
+        except Exception:  # noqa: BLE001
+            return False
 
     def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """Search tools → /search/*; the gateway's JSON verbatim, or a JSON error the model can read."""
@@ -653,7 +678,11 @@ class MemoryTencentdbProvider(MemoryProvider):
             return json.dumps({"error": "memory_tencentdb is not initialised"})
         args = args if isinstance(args, dict) else {}
         if tool_name == offload.READ_TOOL:
-            return offload.read_back(offload.route_for(self._hermes_session), args)
+            # Offload on: the session's route; off: the same gateway session and scope (what
+            # earlier sessions offloaded is read scope-wide).
+            target = offload.route_for(self._hermes_session) or self._offload_route()
+            window = offload.window_of(self._hermes_session)
+            return offload.read_back(target, args, window)
         if tool_name == FORGET:
             return self._forget(gw, args)
         query = str(args.get("query") or "").strip()
@@ -694,7 +723,26 @@ class MemoryTencentdbProvider(MemoryProvider):
         return json.dumps(out, ensure_ascii=False)
 
     def _forget(self, gw: Gateway, args: dict[str, Any]) -> str:
-        """``memory_tencentdb_forget`` → ``POST /memories/forget`` (not a dry run: the user asked)."""
+        """``memory_tencentdb_forget`` → ``POST /memories/forget`` (not a dry run: the user asked).
+
+        Only its own argument shape acts: a call with other arguments (Hermes's repair of an
+        unknown tool name to this one carries the other tool's, e.g. ``tool_call_id``) is
+        refused and removes nothing."""
+        foreign = sorted(k for k in args if k not in ("query", "ids"))
+        if foreign:
+            hint = (
+                f' To read an offloaded result back, call {offload.READ_TOOL} with {{"tool_call_id":'
+                ' "..."}.'
+                if set(foreign) & {*offload.READ_KEYS, "offset"}
+                else ""
+            )
+            return json.dumps(
+                {
+                    "error": f"{FORGET} takes only query or ids, not {', '.join(foreign)};"
+                    f" nothing was removed.{hint}"
+                },
+                ensure_ascii=False,
+            )
         query = str(args.get("query") or "").strip()[:MAX_QUERY_CHARS]
         ids = [str(i) for i in args.get("ids") or [] if str(i).strip()][:100]
         if not query and not ids:

@@ -24,6 +24,7 @@ import { createHostModel, withHostModel } from "./lib/host_model.js";
 import { GatewayLink } from "./lib/link.js";
 import { createToolResultMiddleware } from "./lib/offload.js";
 import { createTurnCanvas, FallbackReporter, slotIsOurs } from "./lib/offload_canvas.js";
+import { markOffloadUsed, offloadWasUsed } from "./lib/offload_marker.js";
 import { createOffloadReadTool } from "./lib/offload_read.js";
 import { expectedDataDir, readGatewayKey, scopeResolver, stateDirOf } from "./lib/ownership.js";
 import { CaptureSpool } from "./lib/spool.js";
@@ -120,7 +121,14 @@ function setup(api) {
       api.registerTool(tool.factory, { name: tool.name });
     }
   }
-  if (offload.readTool) api.registerTool(offload.readTool.factory, { name: offload.readTool.name });
+  // Read-back is registered with offload on, and off too once this state directory ever
+  // offloaded: sessions hold stubs naming it, and a model that calls it by that name must
+  // find it (not a neighbour).
+  if (config.offload.enabled) markOffloadUsed(stateDir);
+  if (config.offload.enabled || offloadWasUsed(stateDir)) {
+    const readTool = createOffloadReadTool({ config, link, warn, scopeOf });
+    api.registerTool(readTool.factory, { name: readTool.name });
+  }
 
   if (config.autoStart.enabled && typeof api.registerService === "function") {
     api.registerService(gatewayService(config, link, hooks));
@@ -129,12 +137,12 @@ function setup(api) {
 
 /**
  * The offload seams. The engine is registered whatever offload.enabled says, so a slot naming
- * it never dangles (disabled, it passes the messages through); the middleware, the per-turn
- * canvas and the read tool only with offload.enabled. Each registration failure is logged and
+ * it never dangles (disabled, it passes the messages through); the middleware and the per-turn
+ * canvas only with offload.enabled (the read tool: see setup). Each registration failure is logged and
  * leaves the rest of the plugin working.
  */
 function setupOffload(api, config, link, scopeOf) {
-  const out = { canvas: undefined, canvasBudgetMs: 0, readTool: undefined };
+  const out = { canvas: undefined, canvasBudgetMs: 0 };
   if (typeof api.registerContextEngine === "function") {
     try {
       const factory = createContextEngineFactory({ pluginId: PLUGIN_ID, version: VERSION, config, link, warn, say, scopeOf, activity, delegateCompaction });
@@ -144,7 +152,7 @@ function setupOffload(api, config, link, scopeOf) {
     }
   }
   if (!config.offload.enabled) return out;
-  middlewareRef.current = createToolResultMiddleware({ config, link, warn, scopeOf });
+  middlewareRef.current = createToolResultMiddleware({ config, link, warn, scopeOf, activity });
   if (typeof api.registerAgentToolResultMiddleware === "function") {
     try {
       api.registerAgentToolResultMiddleware(toolResultMiddleware, { runtimes: ["openclaw"] });
@@ -170,7 +178,6 @@ function setupOffload(api, config, link, scopeOf) {
     fallback,
   });
   out.canvasBudgetMs = config.offload.canvasTimeoutMs + fallback.timeoutMs;
-  out.readTool = createOffloadReadTool({ config, link, warn, scopeOf });
   return out;
 }
 

@@ -82,6 +82,7 @@ def offload_router(engine: Engine) -> APIRouter:
                 body.system_tokens,
                 body.format,
                 body.current_turn_follows,
+                body.pending_tool_call_ids,
             )
         except OffloadInputError as e:
             return _unprocessable(e)
@@ -97,7 +98,7 @@ def offload_router(engine: Engine) -> APIRouter:
             if (v := getattr(body, k))
         }
         try:
-            return svc.read(scope, body.session_key, **keys)
+            return svc.read(scope, body.session_key, body.offset, body.length, **keys)
         except OffloadInputError as e:
             return _unprocessable(e)
         except OffloadNotFound as e:

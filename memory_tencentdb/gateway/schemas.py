@@ -272,6 +272,9 @@ class OffloadAssembleBody(Scoped):
     system_tokens: int = Field(0, ge=0, le=100_000_000)
     format: Literal["auto", "openai", "agent"] = "auto"
     current_turn_follows: bool = False  # the host appends the current turn after the answer
+    # With current_turn_follows: the tool calls of that turn whose results (sent to
+    # /offload/tool-result) follow the list: they count as in the context (canvas, guide).
+    pending_tool_call_ids: list[Id] = Field(default_factory=list, max_length=1000)
 
 
 HostName = Annotated[str, StringConstraints(strip_whitespace=True, pattern=TOOL_NAME)]
@@ -292,6 +295,11 @@ class OffloadReadBody(Scoped):
     result_ref: Annotated[str, StringConstraints(max_length=4096)] | None = None
     node_id: OptText = None
     canvas: OptText = None
+    # A page of a tool result's or a canvas's text, in characters (Unicode code points):
+    # hosts cut long tool results (OpenClaw 2026.9.6 from 8,000 ASCII characters on), so an
+    # original of any length comes back whole as consecutive pages. No length: to the end.
+    offset: int = Field(0, ge=0, le=1_000_000_000)
+    length: int | None = Field(None, ge=1, le=1_000_000_000)
 
     @model_validator(mode="after")
     def _one_key(self) -> OffloadReadBody:
@@ -304,5 +312,9 @@ class OffloadReadBody(Scoped):
             raise ValueError(
                 "exactly one of tool_call_id, result_ref, node_id, canvas is required"
                 + (f" (got {', '.join(given)})" if given else "")
+            )
+        if given == ["node_id"] and (self.offset or self.length is not None):
+            raise ValueError(
+                "offset and length page a tool result or a canvas; a node's rows come whole"
             )
         return self

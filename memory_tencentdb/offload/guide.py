@@ -11,7 +11,9 @@ TOOL_DESCRIPTION = (
     "Read back what context offload moved out of your context: the full original result of a "
     "tool call (by tool_call_id or result_ref, exactly as the tool returned it), the steps of a "
     "task-canvas node (by node_id, e.g. 003-N2), or a task canvas (by canvas file name, or "
-    '"active"). Use it whenever a stub or a canvas node lacks a detail you need.'
+    '"active"). Use it whenever a stub or a canvas node lacks a detail you need. A long '
+    "text comes in pages: each answer ends by naming the call for the next page (the same key "
+    "with offset); the pages joined are the original exactly."
 )
 
 TOOL_PARAMETERS: dict[str, Any] = {
@@ -24,6 +26,16 @@ TOOL_PARAMETERS: dict[str, Any] = {
         "result_ref": {"type": "string", "description": "refs/<file>.md named in a stub"},
         "node_id": {"type": "string", "description": "canvas node id, NNN-N<k>"},
         "canvas": {"type": "string", "description": 'canvas file (NNN-label.mmd) or "active"'},
+        "offset": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "where the page starts, in characters (the previous page names it)",
+        },
+        "length": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "page size in characters (default: what fits this host)",
+        },
     },
     "additionalProperties": False,
 }
@@ -37,8 +49,18 @@ def text(scope_dir: Path, journal: Path) -> str:
         "Some tool results here are stubs and older steps may have left the context (a task"
         " canvas stands in); nothing is lost."
         f' `{TOOL_NAME}` returns the exact original: {{"tool_call_id": "..."}} (named in a stub),'
-        ' {"node_id": "NNN-N<k>"} (a canvas step) or {"canvas": "active"}.'
+        ' {"node_id": "NNN-N<k>"} (a canvas step) or {"canvas": "active"}; a long one in'
+        " pages, each naming the call for the next."
         f" Files: {scope_dir} (refs/, {journal.name}, mmds/)."
+    )
+
+
+def read_line(tool_call_id: str, path: object | None) -> str:
+    """The stub's last line: the call that reads the original back (and its file)."""
+    where = f" or open {path}" if path else ""
+    return (
+        f"Full result (in pages if long; each names the next): {TOOL_NAME}"
+        f' {{"tool_call_id": "{tool_call_id}"}}{where}'
     )
 
 

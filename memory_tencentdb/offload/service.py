@@ -18,7 +18,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal, refs
+from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal, paging, refs
 from memory_tencentdb.offload.host_status import HostReports
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.offload.levels import Shrinker, Thresholds
@@ -182,7 +182,6 @@ class OffloadService:
 
     def stub(self, sess: Session, row: OffloadRow) -> str:
         path = sess.scope.layout.root / row.result_ref if row.result_ref else None
-        where = f" or open {path}" if path else ""
         summary = row.summary
         call, sep, rest = summary.partition("; ")
         if sep and row.tool_call.startswith(call.rstrip("…")):
@@ -191,7 +190,7 @@ class OffloadService:
         return (
             f"[Offloaded tool result: {row.tool_name or '?'}, {row.tokens} tokens,"
             f" node {row.node_id or 'N/A'}] {summary}\n"
-            f'Full result: {guide.TOOL_NAME} {{"tool_call_id": "{row.tool_call_id}"}}{where}'
+            f"{guide.read_line(row.tool_call_id, path)}"
         )
 
     def _record(
@@ -459,6 +458,7 @@ class OffloadService:
         system_tokens: int = 0,
         fmt_hint: str | None = None,
         current_turn_follows: bool = False,
+        pending_tool_call_ids: list[str] | None = None,
     ) -> dict[str, Any]:
         started = time.perf_counter()
         fmt = detect_format(messages, fmt_hint)
@@ -467,6 +467,9 @@ class OffloadService:
         with sess.lock:
             sess.begin()
             try:
+                # Results the host appends after the list (OpenClaw's current turn) count as
+                # in the context for this call: _stub_savings, _shortened.
+                sess.pending_ids = list(pending_tool_call_ids or []) if current_turn_follows else []
                 out = self._assemble(
                     sess, fmt, msgs, token_budget, prompt, system_tokens, current_turn_follows
                 )
@@ -474,6 +477,7 @@ class OffloadService:
                 self.last_error["l3"] = f"{type(e).__name__}: {e}"
                 raise
             finally:
+                sess.pending_ids = []
                 sess.commit(self.now())  # refs and rows on disk before the answer (or the error)
         self.counts["assembles"] += 1
         self.last_error["l3"] = None
@@ -743,12 +747,36 @@ class OffloadService:
                 row = sess.row(m.call_id or "") if m is not None and m.role == "tool" else None
                 if row is not None and row.offloaded is True and row.tokens > item.tokens:
                     saved += row.tokens - item.tokens
+        for row in self._pending_rows(sess, outcome):
+            stub = self.count(self.stub(sess, row))
+            saved += max(0, row.tokens - stub)
         return saved
+
+    def _pending_rows(self, sess: Session, outcome: Any) -> list[OffloadRow]:
+        """Stubbed rows of the results the host appends after the list (``pending_ids``),
+        those the list does not hold itself."""
+        ids = sess.pending_ids
+        if not ids:
+            return []
+        listed = {
+            strip_id(item.msg.call_id or "")
+            for u in outcome.units
+            for item in u.items
+            if item.msg is not None and item.msg.role == "tool"
+        }
+        rows = []
+        for cid in dict.fromkeys(strip_id(i) for i in ids):
+            row = sess.row(cid)
+            if cid not in listed and row is not None and row.offloaded is True:
+                rows.append(row)
+        return rows
 
     def _shortened(self, sess: Session, outcome: Any) -> bool:
         """Does this answer hold anything shortened (a stub, a truncation, a removal, a
         dropped orphan), including stubs the host applied itself from ``/offload/tool-result``?"""
         if outcome.stubbed or outcome.truncated or outcome.removed or outcome.orphans:
+            return True
+        if self._pending_rows(sess, outcome):
             return True
         for u in outcome.units:
             if u.removed:
@@ -808,7 +836,34 @@ class OffloadService:
             raise OffloadNotFound(f"no ref {ref!r} in this scope")
         return refs.parse(path.read_bytes().decode("utf-8"))  # no newline translation
 
-    def read(self, scope: str, session_key: str | None, **key: str) -> dict[str, Any]:
+    def read(
+        self,
+        scope: str,
+        session_key: str | None,
+        offset: int = 0,
+        length: int | None = None,
+        **key: str,
+    ) -> dict[str, Any]:
+        """The original behind a key; a tool result's or a canvas's text as the page
+        ``[offset, offset+length)`` with where the next page starts (paging.py)."""
+        out = self._read_whole(scope, session_key, **key)
+        field = {"tool_result": "content", "canvas": "text"}.get(out["kind"])
+        if field is not None:
+            whole = out[field]
+            # The next page is named by what this page was read from (not "active", which
+            # may move on between two pages).
+            if out["kind"] == "canvas":
+                again = {"canvas": out["canvas"]}
+            elif key.get("tool_call_id") and out.get("tool_call_id"):
+                again = {"tool_call_id": out["tool_call_id"]}
+            else:
+                again = {"result_ref": out["result_ref"]}
+            info = paging.page(whole, offset, length, again)
+            out[field] = whole[info["offset"] : info["end"]]
+            out.update(info)
+        return out
+
+    def _read_whole(self, scope: str, session_key: str | None, **key: str) -> dict[str, Any]:
         self.counts["reads"] += 1
         sc = self.scope(scope)
         if key.get("tool_call_id") or key.get("result_ref"):

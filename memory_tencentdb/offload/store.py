@@ -111,6 +111,8 @@ class Session:
     dirty: bool = False  # rows changed in a batch: rewrite at commit
     # Canvases grown in a batch: name -> [text, last k]; the scope lock is held until commit.
     canvases: dict[str, list[Any]] = field(default_factory=dict)
+    # During one assembly: tool calls whose results the host appends after the list.
+    pending_ids: list[str] = field(default_factory=list)
 
     @property
     def journal_path(self) -> Path:

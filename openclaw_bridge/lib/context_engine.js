@@ -45,7 +45,7 @@ export class EngineActivity {
   #entry(key) {
     let entry = this.sessions.get(key);
     if (!entry) {
-      entry = { assembledAt: 0, promptAt: 0, phase: "idle", prePrompt: 0 };
+      entry = { assembledAt: 0, promptAt: 0, phase: "idle", prePrompt: 0, pending: [] };
       this.sessions.set(key, entry);
       while (this.sessions.size > this.limit) this.sessions.delete(this.sessions.keys().next().value);
     }
@@ -72,7 +72,26 @@ export class EngineActivity {
     }
     entry.phase = "pre";
     entry.prePrompt = tokenBudget;
+    entry.pending = []; // a new turn: nothing of it follows the history yet
     return tokenBudget;
+  }
+
+  /**
+   * A tool result of the current turn reached the gateway (the middleware). OpenClaw appends
+   * the current turn after the engine's list, so the gateway never sees these in `messages`;
+   * the tool-loop calls name them (`pending_tool_call_ids`) so the canvas and the guide
+   * count them as in the context, as they are in Hermes's list.
+   */
+  resultSent(key, toolCallId) {
+    if (!key || !toolCallId) return;
+    const pending = this.#entry(key).pending;
+    if (!pending.includes(toolCallId)) pending.push(toolCallId);
+    if (pending.length > 500) pending.splice(0, pending.length - 500);
+  }
+
+  pendingOf(key) {
+    if (!key || !this.sessions.has(key)) return [];
+    return [...this.sessions.get(key).pending];
   }
 
   /**
@@ -90,7 +109,7 @@ export class EngineActivity {
 
   /** Idempotent turn commit: "committed" the first time a key is seen, then "duplicate". */
   commit(advancementKey, sessionKey) {
-    if (sessionKey && this.sessions.has(sessionKey)) this.sessions.get(sessionKey).phase = "idle";
+    if (sessionKey && this.sessions.has(sessionKey)) Object.assign(this.sessions.get(sessionKey), { phase: "idle", pending: [] });
     const key = String(advancementKey ?? "");
     if (!key) return "committed";
     if (this.commits.has(key)) return "duplicate";
@@ -123,6 +142,7 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
     const budget = activity.budgetFor(sessionKey, given, Number(params?.runtimeSettings?.limits?.promptTokenBudget));
 
     const { dialogue, others } = splitForGateway(messages);
+    const pending = activity.pendingOf(sessionKey);
     const body = {
       session_key: sessionKey,
       scope: scopeOf(agentId),
@@ -132,6 +152,7 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
       // OpenClaw appends the current turn after our list: the canvas goes last, and an empty
       // history (a session's first turn) still gets it once the session has a step.
       current_turn_follows: true,
+      ...(pending.length && { pending_tool_call_ids: pending }),
       ...(typeof params?.prompt === "string" && params.prompt.trim() && { prompt: params.prompt }),
     };
     const result = await link.post("/offload/assemble", body, { timeoutMs: config.offload.assembleTimeoutMs });
@@ -149,7 +170,10 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
       messages: assembled,
       estimatedTokens: (Number.isFinite(data.estimated_tokens) ? data.estimated_tokens : estimateTokens(data.messages)) + estimateTokens(others),
     };
-    if (typeof data.system_addition === "string" && data.system_addition.trim()) out.systemPromptAddition = data.system_addition;
+    // OpenClaw uses the addition of a turn's first (pre-prompt) call for the whole turn, so
+    // the guide goes in whenever offload is on, as Hermes's system prompt always has it: the
+    // turn's first stub comes after that call.
+    out.systemPromptAddition = guideOf(data);
     return out;
   }
 
@@ -184,6 +208,18 @@ export function createContextEngineFactory({ pluginId, version, config, link, wa
       dispose: async () => {},
     };
   };
+}
+
+// The guide when the gateway's answer has none (it sends one only once something is shortened).
+export const OFFLOAD_GUIDE =
+  "## Context offload\n" +
+  "Some tool results here are stubs and older steps may leave the context (a task canvas stands in); nothing is lost. " +
+  '`memory_tencentdb_offload_read` returns the exact original: {"tool_call_id": "..."} (named in a stub), ' +
+  '{"node_id": "NNN-N<k>"} (a canvas step) or {"canvas": "active"}; a long one in pages, each naming the call for the next.';
+
+export function guideOf(data) {
+  const given = data && typeof data.system_addition === "string" ? data.system_addition.trim() : "";
+  return given || OFFLOAD_GUIDE;
 }
 
 /**

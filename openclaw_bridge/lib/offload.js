@@ -31,7 +31,7 @@ export function isOffloadRead(toolName, args) {
   return target === OFFLOAD_READ_TOOL;
 }
 
-export function createToolResultMiddleware({ config, link, warn, scopeOf = (agentId) => agentId }) {
+export function createToolResultMiddleware({ config, link, warn, scopeOf = (agentId) => agentId, activity }) {
   return async function offloadToolResult(event, ctx) {
     try {
       return await shrink(event, ctx);
@@ -75,6 +75,7 @@ export function createToolResultMiddleware({ config, link, warn, scopeOf = (agen
       warn(`offload:tool-result:${answer.reason}`, `tool result kept whole (offload unavailable: ${answer.reason})`);
       return undefined;
     }
+    activity?.resultSent(sessionKey, toolCallId); // follows the engine's list from now on
     const replacement = answer.data && typeof answer.data === "object" ? answer.data.replacement : undefined;
     if (replacement === null || replacement === undefined) return undefined; // small: kept as is
     if (typeof replacement !== "string" || !replacement.trim() || replacement.length > HOST_TEXT_LIMIT) {

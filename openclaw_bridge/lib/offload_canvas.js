@@ -9,7 +9,7 @@
 // message and its tool guide are used (a hook cannot change the history).
 
 import { isExcludedAgent } from "./config.js";
-import { splitForGateway } from "./context_engine.js";
+import { guideOf, splitForGateway } from "./context_engine.js";
 import { offloadSessionKey } from "./offload.js";
 import { agentIdOf } from "./turns.js";
 
@@ -109,11 +109,15 @@ export function createTurnCanvas({ pluginId, config, link, warn, scopeOf = (agen
       return undefined;
     }
     const data = result.data && typeof result.data === "object" ? result.data : {};
-    const canvas = Array.isArray(data.messages) ? data.messages.map(textOfMessage).find((t) => t.trimStart().startsWith(CANVAS_MARK)) : undefined;
+    if (!Array.isArray(data.messages)) {
+      warn("offload:canvas:malformed", "task canvas skipped this turn: the gateway's answer is malformed");
+      return undefined;
+    }
+    const canvas = data.messages.map(textOfMessage).find((t) => t.trimStart().startsWith(CANVAS_MARK));
     const out = {};
     if (canvas) out.prependContext = canvas;
-    if (typeof data.system_addition === "string" && data.system_addition.trim()) out.appendSystemContext = data.system_addition;
-    return Object.keys(out).length ? out : undefined;
+    out.appendSystemContext = guideOf(data); // for the whole turn, whose stubs come later
+    return out;
   };
 }
 

@@ -1,20 +1,26 @@
 // The agent's way back from a stub or a canvas node: `memory_tencentdb_offload_read` over
 // POST /offload/read. The original of a tool result comes back byte for byte (as the gateway
-// stored it: secrets redacted). Never throws: a failure is a sentence the model can act on.
+// stored it: secrets redacted), in pages that OpenClaw passes uncut (openclaw_limits.js).
+// Never throws: a failure is a sentence the model can act on.
 
 import { isExcludedAgent } from "./config.js";
 import { OFFLOAD_READ_TOOL, offloadSessionKey } from "./offload.js";
+import { fittingPrefix, toolResultLimits, windowOf } from "./openclaw_limits.js";
 import { agentIdOf } from "./turns.js";
 
 const KEYS = ["tool_call_id", "result_ref", "node_id", "canvas"];
-// OpenClaw cuts a tool result's text at 100,000 chars; longer originals are read in pages.
-export const READ_PAGE_CHARS = 90_000;
+// A page's footer (the next call, names and numbers) stays well under this many units.
+const FOOTER_RESERVE = 600;
+// Every page answer ends with this marker line; what precedes it is the page, exactly.
+export const PAGE_MARK = `\n\n[${OFFLOAD_READ_TOOL} page: characters `;
 
 const DESCRIPTION =
   "Read back what context offload moved out of your context: the full original result of a " +
   "tool call (by tool_call_id or result_ref, exactly as the tool returned it), the steps of a " +
   "task-canvas node (by node_id, e.g. 003-N2), or a task canvas (by canvas file name, or " +
-  '"active"). Use it whenever a stub or a canvas node lacks a detail you need. Give exactly one key.';
+  '"active"). Use it whenever a stub or a canvas node lacks a detail you need. Give exactly one key. ' +
+  "A long text comes in pages: a page ends with a line naming the call for the next page (the same key " +
+  "with offset); the pages joined are the original exactly.";
 
 export const READ_PARAMETERS = Object.freeze({
   type: "object",
@@ -26,7 +32,7 @@ export const READ_PARAMETERS = Object.freeze({
     offset: {
       type: "integer",
       minimum: 0,
-      description: `for results longer than ${READ_PAGE_CHARS} characters: where the next page starts (the previous answer says)`,
+      description: "where the page starts, in characters (the previous page's last line names it)",
     },
   },
   additionalProperties: false,
@@ -40,11 +46,16 @@ export function createOffloadReadTool({ config, link, warn, scopeOf = (agentId) 
 function buildReadTool(toolCtx, config, link, warn, scopeOf) {
   const sessionKey = offloadSessionKey(toolCtx?.sessionKey, toolCtx?.sessionId);
   const agentId = agentIdOf(toolCtx, sessionKey);
+  const limits = toolResultLimits(windowOf(toolCtx));
   return {
     name: OFFLOAD_READ_TOOL,
     label: "Offload read",
     description: DESCRIPTION,
     parameters: READ_PARAMETERS,
+    // Always in the model's tool list, also under OpenClaw's default Tool Search (which hides
+    // plugin tools behind tool_search/tool_call): stubs name this tool, and a model that calls
+    // it by that name must find it (local-model-lean-*.mjs `shouldCatalogTool`).
+    catalogMode: "direct-only",
     async execute(_toolCallId, params, signal) {
       try {
         const given = KEYS.filter((k) => typeof params?.[k] === "string" && params[k].trim());
@@ -53,7 +64,14 @@ function buildReadTool(toolCtx, config, link, warn, scopeOf) {
         }
         if (isExcludedAgent(agentId, config.excludeAgents)) return text("Context offload is turned off for this agent.");
         const key = given[0];
+        const offset = offsetOf(params?.offset);
+        if (offset === null) return text("offset must be a whole number of characters, 0 or more.");
         const body = { [key]: params[key].trim(), scope: scopeOf(agentId), ...(sessionKey && { session_key: sessionKey }) };
+        if (key !== "node_id") {
+          body.offset = offset;
+          // At most what could fit (ASCII at the tighter limit); trimmed to fit below.
+          body.length = Math.max(1, Math.min(limits.live - FOOTER_RESERVE, Math.floor((limits.guard - FOOTER_RESERVE) / 2)));
+        }
         const result = await link.post("/offload/read", body, { timeoutMs: config.offload.readTimeoutMs, signal });
         if (!result.ok) {
           if (result.status === 404) return text(`Nothing stored under ${key} ${JSON.stringify(params[key].trim())}.`, { error: "not found" });
@@ -61,7 +79,7 @@ function buildReadTool(toolCtx, config, link, warn, scopeOf) {
           warn(`${OFFLOAD_READ_TOOL}:${result.reason}`, `${OFFLOAD_READ_TOOL} failed: ${result.reason}`);
           return text(`The offload store is unavailable right now (${result.reason}); try again later.`, { error: result.reason });
         }
-        return answerOf(result.data, params?.offset);
+        return answerOf(result.data, limits, offset, { [key]: body[key] });
       } catch (error) {
         return text(`Reading failed (${error?.message ?? error}).`);
       }
@@ -69,19 +87,46 @@ function buildReadTool(toolCtx, config, link, warn, scopeOf) {
   };
 }
 
-function answerOf(data, offsetParam) {
+function offsetOf(value) {
+  if (value === undefined || value === null || value === "") return 0;
+  const n = Number(value);
+  return Number.isInteger(n) && n >= 0 ? n : null;
+}
+
+/**
+ * A tool result's or a canvas's text as one page that OpenClaw passes uncut: the whole text
+ * bare when it fits, else the part that fits and a last line naming the next call.
+ */
+function pageOf(data, field, limits, asked, askedKey) {
+  let got = data[field];
+  let offset = data.offset;
+  let total = data.total_chars;
+  if (!Number.isInteger(offset) || !Number.isInteger(total)) {
+    // A gateway from before paging answers the whole text: page it here.
+    const points = [...got];
+    offset = Math.min(asked, points.length);
+    total = points.length;
+    got = points.slice(offset).join("");
+  }
+  const fit = fittingPrefix(got, limits, FOOTER_RESERVE);
+  const pageText = got.slice(0, fit.utf16);
+  const end = offset + fit.codePoints;
+  if (offset === 0 && end >= total) return { text: pageText, offset, end, total };
+  // The next page is named by what this one was read from (a canvas file, not "active").
+  const again = data.kind === "canvas" && data.canvas ? { canvas: data.canvas } : askedKey.tool_call_id && data.tool_call_id ? { tool_call_id: data.tool_call_id } : askedKey;
+  const next = end < total ? `next page: ${OFFLOAD_READ_TOOL} ${JSON.stringify({ ...again, offset: end })}` : "last page";
+  return { text: `${pageText}${PAGE_MARK}${offset}-${end} of ${total}; ${next}]`, offset, end, total };
+}
+
+function answerOf(data, limits, asked, askedKey) {
   if (!data || typeof data !== "object") return text("The offload store gave an unreadable answer; try again.");
   if (data.kind === "tool_result" && typeof data.content === "string") {
-    const details = { kind: data.kind, tool_call_id: data.tool_call_id, tool_name: data.tool_name, result_ref: data.result_ref, path: data.path, encoding: data.encoding };
-    const content = data.content;
-    if (content.length <= READ_PAGE_CHARS && !offsetParam) return text(content, details);
-    const offset = Math.max(0, Math.min(content.length, Math.trunc(Number(offsetParam) || 0)));
-    const end = Math.min(content.length, offset + READ_PAGE_CHARS);
-    const more = end < content.length ? `\n[characters ${offset}-${end} of ${content.length}; next page: offset ${end}]` : `\n[characters ${offset}-${end} of ${content.length}; end]`;
-    return text(content.slice(offset, end) + more, { ...details, offset, end, total: content.length });
+    const page = pageOf(data, "content", limits, asked, askedKey);
+    return text(page.text, { kind: data.kind, tool_call_id: data.tool_call_id, tool_name: data.tool_name, result_ref: data.result_ref, path: data.path, encoding: data.encoding, offset: page.offset, end: page.end, total: page.total });
   }
   if (data.kind === "canvas" && typeof data.text === "string") {
-    return text(data.text, { kind: data.kind, canvas: data.canvas, path: data.path });
+    const page = pageOf(data, "text", limits, asked, askedKey);
+    return text(page.text, { kind: data.kind, canvas: data.canvas, path: data.path, offset: page.offset, end: page.end, total: page.total });
   }
   if (data.kind === "node" && Array.isArray(data.rows)) {
     const lines = [`Node ${data.node_id} of canvas ${data.canvas}: ${data.rows.length} step(s)`, ...data.rows.map((r) => JSON.stringify(r))];

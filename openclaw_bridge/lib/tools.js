@@ -76,6 +76,8 @@ function buildForgetTool(toolCtx, config, link, warn, scopeOf) {
     },
     async execute(_toolCallId, params, signal) {
       try {
+        const foreign = foreignKeys(params, ["query", "ids"]);
+        if (foreign.length) return text(refusal(foreign), { error: "unexpected arguments", refused: foreign });
         const query = typeof params?.query === "string" ? params.query.trim() : "";
         const ids = Array.isArray(params?.ids) ? params.ids.map(String).filter((i) => i.trim()).slice(0, 100) : [];
         if (!query && !ids.length) return text("Say what to forget (query) or give memory ids.");
@@ -147,6 +149,21 @@ function buildTool(spec, toolCtx, config, link, warn, scopeOf) {
       }
     },
   };
+}
+
+/** Argument names a call gave that the tool does not take (a model mixing up two tools). */
+export function foreignKeys(params, allowed) {
+  if (!params || typeof params !== "object" || Array.isArray(params)) return [];
+  return Object.keys(params).filter((k) => !allowed.includes(k));
+}
+
+// A destructive tool acts only on its own argument shape: a host's name repair or a confused
+// model can send it another tool's arguments (the read-back's tool_call_id, say).
+function refusal(foreign) {
+  const readHint = foreign.some((k) => ["tool_call_id", "result_ref", "node_id", "canvas", "offset"].includes(k))
+    ? ' To read an offloaded result back, call memory_tencentdb_offload_read with {"tool_call_id": "..."}.'
+    : "";
+  return `${TOOL_NAMES.forget} takes only query or ids, not ${foreign.join(", ")}; nothing was removed.${readHint}`;
 }
 
 function limitOf(value) {

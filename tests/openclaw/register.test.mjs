@@ -36,7 +36,8 @@ test("register: every hook, the prefixed tools of contracts.tools, no service by
     "before_prompt_build",
     "session_end",
   ]);
-  // The offload read tool comes with offload.enabled only (offload.test.mjs).
+  // The offload read tool comes with offload.enabled, and stays once a state dir offloaded
+  // (readback.test.mjs).
   const offloadTools = ["memory_tencentdb_offload_read"];
   assert.deepEqual([...api.tools.keys()].sort(), manifest.contracts.tools.filter((t) => !offloadTools.includes(t)).sort());
   const withOffload = await bridgeWith({ offload: { enabled: true } });

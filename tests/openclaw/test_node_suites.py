@@ -48,6 +48,11 @@ def test_node_suite(suite: str, bridge_gateway: GatewayProcess) -> None:
         "MEMORY_TENCENTDB_PYTHON": sys.executable,  # for autoStart of a real gateway
         "NO_COLOR": "1",
     }
+    install = OpenClawInstall.find()
+    if install is not None:  # readback.test.mjs checks its limits against OpenClaw's own code
+        dist = install.entry.parent / "dist"
+        if dist.is_dir():
+            env["MEMORY_TENCENTDB_OPENCLAW_DIST"] = str(dist)
     done = subprocess.run(
         [node, "--test", "--test-reporter=spec", str(HERE / suite)],
         env=env,

@@ -129,3 +129,24 @@ def test_a_revoked_key_ends_its_sessions(hub_gateway: dict) -> None:
         while bob.get("/scopes").status_code != 200:  # later tests need bob back
             assert time.monotonic() < deadline
             time.sleep(0.2)
+
+
+def test_bad_input_to_the_hub_routes_is_a_4xx_naming_it(hub_gateway: dict) -> None:
+    with hub_gateway["gw"].client() as c:
+        cases = [
+            (c.get("/hub/api/memories", params={"scope": "alice", "type": "bogus"}), 422, "type"),
+            (c.get("/hub/api/memories", params={"scope": "alice", "cursor": "abc"}), 422, "cursor"),
+            (c.get("/hub/api/memories", params={"min_priority": 500}), 422, "min_priority"),
+            (c.get("/hub/api/scene", params={"scope": "alice", "filename": "x.md"}), 404, "x.md"),
+            (
+                c.get("/hub/api/conversations/messages", params={"scope": "alice"}),
+                422,
+                "session_key",
+            ),
+            (c.post("/hub/api/search", json={"scope": "alice"}), 422, "query"),
+            (c.post("/hub/api/search", json={"query": "咖啡", "since": "someday"}), 422, "since"),
+            (c.post("/hub/api/search", json={"query": "x", "kind": "files"}), 422, "kind"),
+            (c.post("/hub/api/recall-explain", json={"query": " "}), 422, "query"),
+        ]
+        for r, status, named in cases:
+            assert r.status_code == status and named in r.json()["error"], (r.url, r.text)

@@ -11,7 +11,7 @@
 // Never in the host's way: resolution and the POST are bounded (HAND_OVER_BUDGET_MS), every
 // error is swallowed into one log line, and a turn's capture waits for a hand-over in flight at
 // most WAIT_BEFORE_CAPTURE_MS, 1 s (so the turn is extracted with the model, not by the rules).
-// hostLlm.enabled: false withdraws it (DELETE is not needed: a POST with "unusable" says "off").
+// hostLlm.enabled: false turns it off (a POST with "unusable": the gateway drops the model).
 
 const HAND_OVER_BUDGET_MS = 5_000;
 const WAIT_BEFORE_CAPTURE_MS = 1_000; // inside the agent_end hook's 1.5 s margin
@@ -65,10 +65,12 @@ export function createHostModel({ api, config, link, say }) {
     const body = config.hostLlm?.enabled === false
       ? { source: "openclaw", unusable: "turned off (hostLlm.enabled: false)" }
       : await resolveHostModel(api, config);
+    // Sent every turn (one small local POST, not awaited by the turn): a gateway restarted since
+    // (idle exit, crash) holds nothing, and the same body again is a no-op there.
     const key = JSON.stringify(body);
-    if (key === state.sentKey) return;
     const result = await link.post("/llm/host-model", body, { timeoutMs: HAND_OVER_BUDGET_MS, startWaitMs: config.autoStart.enabled ? config.autoStart.waitMs : 0 });
     if (!result.ok) return; // the gateway is away: the next turn tries again
+    if (key === state.sentKey) return; // said once per process and model
     state.sentKey = key;
     if (body.unusable) say("info", `OpenClaw's model not used for memory: ${body.unusable}`);
     else say("info", `OpenClaw's model ${body.model} handed to the gateway for memory (${result.data?.used ? "used" : result.data?.reason ?? "not used"})`);
@@ -83,6 +85,9 @@ export function createHostModel({ api, config, link, say }) {
         });
       return state.inFlight;
     },
+    sent() {
+      return state.sentKey !== "" || state.inFlight !== undefined;
+    },
     async settled(ms = WAIT_BEFORE_CAPTURE_MS) {
       const pending = state.inFlight;
       if (!pending) return;
@@ -91,7 +96,8 @@ export function createHostModel({ api, config, link, say }) {
   };
 }
 
-/** Hook wrappers: before a turn's recall, start the hand-over; before its capture, let it land. */
+/** Hook wrappers: before a turn's recall, start the hand-over; before its capture, let it land
+ * (and start it there when no prompt hook ran, recall off). */
 export function withHostModel(hostModel, { beforePrompt, agentEnd }) {
   return {
     beforePrompt: async (event, ctx) => {
@@ -104,7 +110,7 @@ export function withHostModel(hostModel, { beforePrompt, agentEnd }) {
     },
     agentEnd: async (event, ctx) => {
       try {
-        hostModel.kick();
+        if (!hostModel.sent()) hostModel.kick();
         await hostModel.settled();
       } catch {
         // never in the way

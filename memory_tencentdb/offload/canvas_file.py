@@ -7,8 +7,9 @@ place, then one fsync. The metadata line is padded with trailing spaces to a mul
 always has the same length; when it does not, the file is rewritten whole (atomically), as
 before. What the append needs to know (the last node number, the status counts, where the file
 ends) is kept per file and trusted only while the file's inode, size and mtime are the ones this
-module left: any other writer (an LLM canvas, a batch of an assembly, a hand edit) makes the
-next append read the file again.
+module left and no whole-canvas write of this process (``Scope.write_canvas``: an LLM canvas,
+a batch of an assembly) came since; a hand edit changes the stamp. Either way the next append
+reads the file again.
 
 A crash between the two writes leaves a node without its progress counted (the next append
 or any rewrite recounts), or, torn within the line, a metadata line :func:`canvas.parse_meta`
@@ -44,6 +45,12 @@ def padded_meta(meta: canvas.Meta) -> str:
     line = canvas.meta_line(meta)
     width = len(line.encode("utf-8"))
     return line + " " * (-width % _PAD)
+
+
+def forget(path: Path) -> None:
+    """Another writer (a whole-canvas rewrite in this process) is about to replace the file."""
+    with _guard:
+        _known.pop(Path(path), None)
 
 
 def _stamp(st: os.stat_result) -> tuple[int, int, int]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb.offload import canvas, journal, refs
+from memory_tencentdb.offload import canvas, canvas_file, journal, refs
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.offload.records import OffloadRow, ToolResult, strip_id
 
@@ -77,6 +77,7 @@ class Scope:
         return (self.layout.mmds / name).read_text("utf-8")
 
     def write_canvas(self, name: str, text: str, sync: bool = True) -> None:
+        canvas_file.forget(self.layout.mmds / name)  # its next append reads the file again
         write_atomic(self.layout.mmds / name, text, sync)
 
     def new_canvas(self, goal: str, created: str) -> str:

@@ -207,6 +207,8 @@ def test_canvas_is_an_svg_diagram_whose_node_shows_the_raw_result(owner: dict[st
     page.wait_for_selector("#node-raw")
     assert RAW_LINE in page.inner_text("#node-raw")
     assert "bash" in page.inner_text(".node-row")
+    page.locator("#toast.show").wait_for(state="hidden")  # the last test's "forgot 1"
+    page.wait_for_timeout(500)  # and its fade-out
     shot(page, "offload-canvas", full=True)
 
 

@@ -5,7 +5,8 @@ The answer a host gets is the real one (``Engine.recall``, the same call ``POST 
 makes). The per-candidate explanation reruns the same retrieval and the same relevance cut
 (``recall.relevant_hits``) beside it, read-only, and words the evidence each candidate carried
 against the cut's thresholds. Which candidates went in is always taken from the real answer, so
-the explanation can never claim an injection that did not happen. ``recall.py`` is not changed:
+the explanation can never claim an injection that did not happen (a recall that timed out marks
+every candidate ``timeout``: the host got nothing, whatever the cut would have said). ``recall.py`` is not changed:
 everything here is imported from it.
 """
 
@@ -68,7 +69,7 @@ def _why_cut(e: Any, gate_open: bool, world: float | None, window: int) -> str:
 
 
 def _scope_candidates(
-    engine: Any, scope: str, clean: str, injected: dict[str, int]
+    engine: Any, scope: str, clean: str, injected: dict[str, int], timed_out: bool = False
 ) -> dict[str, Any]:
     cfg = engine.settings.memory.recall
     store, vectorizer = engine.store, engine.vectorizer
@@ -96,7 +97,14 @@ def _scope_candidates(
         if row is None:
             continue
         e = hits.evidence.get(rowid)
-        if row.id in injected:
+        if timed_out:
+            verdict = "timeout"
+            why = (
+                "recall ran out of time (memory.recall.timeoutMs) and the host received no"
+                " memories this turn; this is what the cut would have decided: "
+                + ("passed" if rowid in kept_ids else "cut")
+            )
+        elif row.id in injected:
             verdict = "injected"
             why = "injected: " + (
                 _why_pass(e, rowid in standing, self_query, world)
@@ -156,7 +164,10 @@ def explain_recall(
     clean = clip_query(clean_captured(query or ""))
     scopes = []
     if engine.settings.memory.recall.enabled and len(clean) >= 2:
-        scopes = [_scope_candidates(engine, s, clean, injected) for s in (scope, *team_scopes)]
+        timed_out = result["strategy"] == "timeout"
+        scopes = [
+            _scope_candidates(engine, s, clean, injected, timed_out) for s in (scope, *team_scopes)
+        ]
     return {
         "query_used": clean,
         "answer": result,

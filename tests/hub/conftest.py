@@ -53,7 +53,10 @@ ALICE_TURNS = [
     ("s-en", "I am training for the Berlin marathon in September.", "Good luck!"),
 ]
 ALICE_SECRET = "Munich"  # a word of alice's that bob must never receive
-BOB_FACTS = ["Bob prefers green tea to coffee", "鲍勃周末在社区花园种番茄"]
+# Stored text that looks like markup must stay text in the page (never run, never parsed).
+XSS_MEMORY = 'Bob 的笔记 <img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+XSS_RESULT = "<script>window.__xss=4</script> build log"
+BOB_FACTS = ["Bob prefers green tea to coffee", "鲍勃周末在社区花园种番茄", XSS_MEMORY]
 TEAM_FACT = "团队决定：发布周内冻结预发布集群 / staging is frozen during release week"
 RAW_LINE = "line 123: test_parser.py::test_case_123 PASSED"
 
@@ -125,6 +128,18 @@ def _seed(gw: GatewayProcess) -> dict[str, Any]:
                 "/memories",
                 {"content": fact, "type": "persona", "session_key": "b1", "scope": "bob"},
             )
+        _post(
+            bob,
+            "/offload/tool-result",
+            {
+                "scope": "bob",
+                "session_key": "bob-task",
+                "tool_call_id": "call_xss",
+                "tool_name": "bash",
+                "arguments": {"command": 'echo "<img src=x onerror=window.__xss=3>"'},
+                "result": "\n".join([XSS_RESULT] * 400),
+            },
+        )
     with gw.client(token=KEYS["alice"]) as alice:
         _post(
             alice,

@@ -149,4 +149,4 @@ def hand_over_job(gw: Any, enabled: bool, home: Path, quiet: bool = False) -> Jo
                 "used" if (answer or {}).get("used") else (answer or {}).get("reason", "not used"),
             )
 
-    return Job("host-model", run, max_age_s=30.0)
+    return Job("host-model", run, max_age_s=30.0, optional=True)

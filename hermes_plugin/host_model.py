@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -68,6 +69,7 @@ class Resolution:
     def __init__(self) -> None:
         self.body: dict[str, Any] | None = None
         self._done = threading.Event()
+        self.done = False
         threading.Thread(target=self._run, name="memory-tencentdb-host-model", daemon=True).start()
 
     def _run(self) -> None:
@@ -78,6 +80,7 @@ class Resolution:
                 "memory_tencentdb: Hermes's model could not be resolved: %s", type(exc).__name__
             )
         finally:
+            self.done = True
             self._done.set()
 
     def wait(self, timeout_s: float) -> dict[str, Any] | None:
@@ -85,20 +88,46 @@ class Resolution:
         return self.body
 
 
-def submit(worker: Any, gw: Any, enabled: bool) -> None:
-    """Queue the hand-over as the writer's next job; nothing outside Hermes (no auxiliary
-    client to resolve from: unit tests, benchmarks)."""
+_cache_lock = threading.Lock()
+_cache: dict[str, tuple[Any, Resolution]] = {}
+
+
+def _resolution(home: Path) -> Resolution:
+    """One resolution per Hermes home until its config.yaml changes (a /model switch, an
+    edited auxiliary.memory_tencentdb): every later turn reuses it."""
+    try:
+        st = (home / "config.yaml").stat()
+        stamp: Any = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = None
+    with _cache_lock:
+        hit = _cache.get(str(home))
+        if hit is not None and hit[0] == stamp and (hit[1].body is not None or not hit[1].done):
+            return hit[1]
+        fresh = Resolution()
+        _cache[str(home)] = (stamp, fresh)
+        return fresh
+
+
+def submit(worker: Any, gw: Any, settings: Any = None, turn: bool = False) -> None:
+    """Queue the hand-over as the writer's next job, so the captures behind it are extracted
+    with the model: at every session start, and (``turn``) before every turn's capture, so a
+    gateway restarted meanwhile (a long-lived Hermes) gets it again; the same body again is a
+    no-op in the gateway. Nothing outside Hermes (no auxiliary client: unit tests, benches)."""
+    settings = settings or gw.settings
+    if turn and not settings.host_llm:
+        return  # withdrawn once at session start
     try:
         if importlib.util.find_spec("agent.auxiliary_client") is None:
             return
     except (ImportError, ValueError):
         return
-    worker.submit(hand_over_job(gw, enabled))
+    worker.submit(hand_over_job(gw, settings.host_llm, settings.home, quiet=turn))
 
 
-def hand_over_job(gw: Any, enabled: bool) -> Job:
-    """The writer's first job of a session: hand the model over (or withdraw it when off)."""
-    resolution = Resolution() if enabled else None
+def hand_over_job(gw: Any, enabled: bool, home: Path, quiet: bool = False) -> Job:
+    """The writer's job: hand the model over (or withdraw it when off)."""
+    resolution = _resolution(home) if enabled else None
 
     def run() -> None:
         if resolution is None:
@@ -108,6 +137,8 @@ def hand_over_job(gw: Any, enabled: bool) -> Job:
         if body is None:
             return
         answer = gw.client.post("/llm/host-model", body, POST_TIMEOUT_S)
+        if quiet:
+            return
         if "unusable" in body:
             log.info("memory_tencentdb: Hermes's model not used for memory: %s", body["unusable"])
         else:
@@ -118,4 +149,4 @@ def hand_over_job(gw: Any, enabled: bool) -> Job:
                 "used" if (answer or {}).get("used") else (answer or {}).get("reason", "not used"),
             )
 
-    return Job("host-model", run, max_age_s=30.0)
+    return Job("host-model", run, max_age_s=30.0, optional=True)

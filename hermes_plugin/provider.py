@@ -281,7 +281,7 @@ class MemoryTencentdbProvider(MemoryProvider):
             self._prefetched = False
         if fresh_worker and not self._read_only and self._worker is not None:
             # First in the writer's order: the session's captures are extracted with it.
-            host_model.submit(self._worker, gw, settings.host_llm)
+            host_model.submit(self._worker, gw, settings)
             self._replay_kept(gw)
         hooks.route(hermes_session, self)
         self._offload = settings.offload
@@ -548,6 +548,8 @@ class MemoryTencentdbProvider(MemoryProvider):
             base = self._base()
         if self._user_name:
             base["user_name"] = self._user_name
+        if self._worker is not None:  # the host's model first (issue 24; host_model.py)
+            host_model.submit(self._worker, gw, turn=True)
         for batch in chunks(captured):
             self._submit(gw, "capture", "/capture", {**base, "messages": batch})
 

@@ -38,6 +38,8 @@ class Job:
     created: float = field(default_factory=time.monotonic)
     done: threading.Event = field(default_factory=threading.Event)
     entry: Entry | None = None  # its copy on disk, removed once the gateway answered
+    # Sent again by every session and turn (the host-model hand-over): its loss costs nothing.
+    optional: bool = False
 
     @property
     def kept(self) -> bool:
@@ -125,6 +127,8 @@ class OrderedWorker:
         """A job leaves the queue unsent: on disk it waits for the next session, else it is lost."""
         if job.kept:
             self.kept += 1
+            return
+        if job.optional:
             return
         self.dropped += 1
         log.warning("memory_tencentdb: %s, dropped a %s (no copy on disk)", why, job.kind)

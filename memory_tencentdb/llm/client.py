@@ -97,6 +97,7 @@ class LLMClient:
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     attempts: int = 3
     usage: dict[str, Usage] = field(default_factory=dict)
+    tag: dict[str, str] = field(default_factory=dict)  # extra request headers (host models)
 
     def __post_init__(self) -> None:
         self._http = httpx.Client(
@@ -191,7 +192,7 @@ class LLMClient:
             raise
 
     def _post(self, task: str, body: dict[str, Any], timeout: float) -> Reply:
-        headers = {"Content-Type": "application/json", "X-Memory-Task": task}
+        headers = {"Content-Type": "application/json", "X-Memory-Task": task, **self.tag}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         try:

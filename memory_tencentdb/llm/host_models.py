@@ -102,6 +102,8 @@ class HostModelClient(LLMClient):
             model=entry.model,
             timeout_ms=timeout_ms,
             attempts=1,
+            # Says whose model this is to the endpoint (a proxy's logs, the tests' fake).
+            tag={"X-Memory-Source": "host-model"},
         )
         self.entry = entry
         self.budget = budget

@@ -115,7 +115,13 @@ class FakeLLM:
         return {"content": self.default_reply}
 
     def respond(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The reply to one chat request; replaced by responders that read the request."""
+        """The reply to one chat request; replaced by responders that read the request.
+
+        Memory work a gateway borrowed the host's model for (issue 24; ``X-Memory-Source:
+        host-model``) never takes a queued reply: it gets the default reply (not JSON, so the
+        gateway keeps its rule-based result), and a test's script stays the host's own."""
+        if _host_model_task(body):
+            return {"content": self.default_reply}
         return self.next_reply()
 
     def usage_for(self, body: dict[str, Any]) -> dict[str, int]:
@@ -124,7 +130,17 @@ class FakeLLM:
         return {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
     def chat_requests(self) -> list[dict[str, Any]]:
-        return [r for r in self.requests if r.get("_path", "").endswith("/chat/completions")]
+        """The host's own chat requests (not the memory work a gateway borrowed it for:
+        ``memory_requests``)."""
+        return [
+            r
+            for r in self.requests
+            if r.get("_path", "").endswith("/chat/completions") and not _host_model_task(r)
+        ]
+
+    def memory_requests(self) -> list[dict[str, Any]]:
+        """Requests of a gateway that borrowed this model as the host's own (issue 24)."""
+        return [r for r in self.requests if _host_model_task(r)]
 
     def all_prompt_text(self) -> str:
         """Every message text of every chat request, joined: for 'did X reach the LLM'."""
@@ -135,6 +151,10 @@ class FakeLLM:
                 if key in req:
                     parts.append(json.dumps(req[key], ensure_ascii=False))
         return "\n".join(parts)
+
+
+def _host_model_task(body: dict[str, Any]) -> bool:
+    return (body.get("_headers") or {}).get("x-memory-source") == "host-model"
 
 
 def _fake_vector(text: str, dim: int) -> list[float]:

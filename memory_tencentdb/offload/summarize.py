@@ -91,9 +91,9 @@ def describe_call(tool_name: str, arguments: Any, limit: int = 200) -> str:
 def json_text(content: str) -> tuple[str, str, Any, str] | None:
     """The text inside a JSON object result: ``(text, its key, exit code or None, error text)``.
 
-    Rule: the longest top-level string value (ties: the order of ``_TEXT_KEYS``, then the
-    object's order) is the text, if it holds a newline or at least 80 characters, or its key is
-    one of ``_TEXT_KEYS``; the exit code is the first of ``_EXIT_KEYS`` that is a number; the
+    Rule: the text is the longest string among the top-level ``_TEXT_KEYS`` (ties: their
+    order), even empty; without any, the longest top-level string value if it holds a newline
+    or at least 80 characters; the exit code is the first of ``_EXIT_KEYS`` that is a number; the
     error is the first non-empty string of ``_ERROR_KEYS`` other than the text itself. None for
     anything else (a list, a record like a booking, text that is not JSON, over
     ``JSON_PARSE_MAX``): those are summarised as text."""
@@ -106,12 +106,13 @@ def json_text(content: str) -> tuple[str, str, Any, str] | None:
         return None
     if not isinstance(data, dict):
         return None
-    strings = [(k, v) for k, v in data.items() if isinstance(v, str)]
+    rank = {k: i for i, k in enumerate(_TEXT_KEYS)}
+    named = [(k, data[k]) for k in _TEXT_KEYS if isinstance(data.get(k), str)]
+    strings = named or [(k, v) for k, v in data.items() if isinstance(v, str)]
     if not strings:
         return None
-    rank = {k: i for i, k in enumerate(_TEXT_KEYS)}
     key, text = max(strings, key=lambda kv: (len(kv[1]), -rank.get(kv[0], len(rank))))
-    if not ("\n" in text or len(text) >= 80 or key in rank):
+    if not named and "\n" not in text and len(text) < 80:
         return None
     code = next(
         (

@@ -157,3 +157,15 @@ def test_a_record_result_is_still_summarised_as_text(gw: GatewayProcess) -> None
         )
     assert r.status_code == 200, r.text
     assert '"reservation_id": "HATHAT"' in r.json()["summary"]
+
+
+def test_hermes_terminal_json_with_only_an_error(gw: GatewayProcess) -> None:
+    result = json.dumps({"output": "", "exit_code": 127, "error": "bash: foo: command not found"})
+    with gw.client() as c:
+        r = c.post(
+            "/offload/tool-result",
+            json=_body("call_terminal_127", result, "terminal", {"command": "foo"}),
+        )
+    summary = r.json()["summary"]
+    assert "exit 127" in summary and "command not found" in summary, summary
+    assert "0 lines" in summary and '{"output"' not in summary, summary

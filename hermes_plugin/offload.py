@@ -382,6 +382,8 @@ def read_back(target: Route | None, args: Any, context_length: int = 0) -> str:
         offset = 0
     if isinstance(offset, str) and offset.strip().isdigit():
         offset = int(offset.strip())
+    if isinstance(offset, float) and offset.is_integer():
+        offset = int(offset)
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         return json.dumps({"error": "offset must be a whole number of characters, 0 or more"})
     key = keys[0]

@@ -194,3 +194,37 @@ def test_forget_refuses_another_tools_arguments_and_removes_nothing() -> None:
         assert "tool_call_id" in answer["error"] and READ_TOOL in answer["error"]
     answer = json.loads(provider.handle_tool_call(FORGET, {"canvas": "active", "offset": 3}))
     assert "not canvas, offset" in answer["error"]
+
+
+def test_read_offsets_models_send() -> None:
+    """Models send offsets as 7600, 7600.0 or "7600"; anything else is refused before a call."""
+    from hermes_plugin import offload
+
+    calls: list[dict[str, Any]] = []
+    text = "第一行 line\n" * 2000
+
+    class Client:
+        @staticmethod
+        def post(path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+            calls.append(body)
+            o, n = body["offset"], body["length"]
+            return {
+                "kind": "tool_result",
+                "tool_call_id": "c1",
+                "content": text[o : o + n],
+                "offset": o,
+                "end": min(len(text), o + n),
+                "total_chars": len(text),
+            }
+
+    class Gw:
+        client = Client
+
+    target = offload.Route(Gw, "s", "scope")  # type: ignore[arg-type]
+    for given in (7600, 7600.0, "7600"):
+        page = offload.read_back(target, {"tool_call_id": "c1", "offset": given})
+        assert page.startswith(text[7600:7700]) and PAGE_MARK in page, given
+    for bad in (-1, True, 1.5, "x"):
+        before = len(calls)
+        answer = json.loads(offload.read_back(target, {"tool_call_id": "c1", "offset": bad}))
+        assert "offset" in answer["error"] and len(calls) == before, bad

@@ -73,7 +73,7 @@ export function createHostModel({ api, config, link, say }) {
     if (key === state.sentKey) return; // said once per process and model
     state.sentKey = key;
     if (body.unusable) say("info", `OpenClaw's model not used for memory: ${body.unusable}`);
-    else say("info", `OpenClaw's model ${body.model} handed to the gateway for memory (${result.data?.used ? "used" : result.data?.reason ?? "not used"})`);
+    else say("debug", `OpenClaw's model ${body.model} handed to the gateway for memory (${result.data?.used ? "used" : result.data?.reason ?? "not used"})`);
   }
   return {
     kick() {

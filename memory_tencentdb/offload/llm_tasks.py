@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.offload import canvas
 from memory_tencentdb.offload.records import OffloadRow, strip_id
-from memory_tencentdb.offload.store import Session, prefix_of
+from memory_tencentdb.offload.store import Session, prefix_of, session_canvases
 
 if TYPE_CHECKING:
     from memory_tencentdb.offload.service import OffloadService
@@ -220,11 +220,11 @@ class LLMWorker:
 
     def _ref_content(self, sess: Session, row: OffloadRow) -> str:
         from memory_tencentdb.offload import refs
+        from memory_tencentdb.offload.store import read_ref_text
 
         try:
-            text = (sess.scope.layout.root / row.result_ref).read_bytes().decode("utf-8")
-            return refs.parse(text)["content"]
-        except OSError:
+            return refs.parse(read_ref_text(sess.scope.layout.root, row.result_ref))["content"]
+        except (OSError, ValueError):
             return ""
 
     # ---------------------------------------------------------------- L1.5
@@ -233,7 +233,7 @@ class LLMWorker:
         with sess.lock:
             active = sess.state.get("active")
             current = sess.scope.read_canvas(active)[:3000] if active else None
-            files = [f for f in sess.scope.canvas_files()[-10:] if f != active]
+            files = [f for f in session_canvases(sess)[-10:] if f != active]
         metas = []
         for f in files:
             meta = canvas.parse_meta(sess.scope.read_canvas(f))
@@ -256,7 +256,7 @@ class LLMWorker:
             bounds = sess.state.get("boundaries") or []
             if bounds and bounds[-1].get("goal") != prompt[:300]:
                 return  # a newer prompt came first; its own judgement decides
-            files_now = sess.scope.canvas_files()
+            files_now = session_canvases(sess)
             if continuation and isinstance(target, str) and target in files_now:
                 if target == sess.state.get("active"):
                     return

@@ -9,7 +9,10 @@ toolCallId?, toolName?, isError?, timestamp}``.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +22,11 @@ from memory_tencentdb.offload.records import OffloadInputError, strip_id
 CANVAS_MARK = "<current_task_context"
 HISTORY_MARK = "<history_task_context"
 OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+# Our own messages carry ``sig="<hmac>"`` in their opening tag: an HMAC of the rest of the
+# message under a key only the gateway holds. A message is ours only when its signature checks
+# out, so a user's own message that starts with ``<current_task_context`` stays in the context.
+_SIG = re.compile(r' sig="([0-9a-f]{24})"')
+_OPEN_TAG_CHARS = 400  # the signature is in the opening tag (bounded search)
 AGENT_ROLES = {"user", "assistant", "toolResult", "system"}
 
 
@@ -45,6 +53,33 @@ class Msg:
     @property
     def key(self) -> str | None:
         return strip_id(self.call_id) if self.call_id else None
+
+
+def _mac(key: bytes, text: str) -> str:
+    return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()[:24]
+
+
+def sign(text: str, key: bytes) -> str:
+    """``text`` (opening with ``<tag ...>``) with the gateway's signature in its opening tag."""
+    text = text.strip()
+    end = text.find(">")
+    if end <= 0:
+        return text
+    return f'{text[:end]} sig="{_mac(key, text)}"{text[end:]}'
+
+
+def signed_by(text: str, key: bytes) -> bool:
+    """Was ``text`` produced by :func:`sign` under ``key`` (byte for byte)?"""
+    body = text.strip()
+    if not body.startswith((CANVAS_MARK, HISTORY_MARK)):
+        return False
+    head = body[:_OPEN_TAG_CHARS]
+    end = head.find(">")
+    m = _SIG.search(head, 0, end if end > 0 else 0)
+    if m is None:
+        return False
+    plain = body[: m.start()] + body[m.end() :]
+    return hmac.compare_digest(m.group(1), _mac(key, plain))
 
 
 def _text_of(content: Any) -> str:
@@ -112,7 +147,9 @@ def _args_text(arguments: Any) -> str:
         return str(arguments)
 
 
-def parse(messages: list[Any], fmt: str) -> list[Msg]:
+def parse(messages: list[Any], fmt: str, key: bytes | None = None) -> list[Msg]:
+    """The messages read and checked (``OffloadInputError`` names the first bad field).
+    ``key``: the gateway's signing key; user messages signed with it are marked ``ours``."""
     out: list[Msg] = []
     roles = AGENT_ROLES if fmt == "agent" else OPENAI_ROLES
     for i, m in enumerate(messages):
@@ -167,7 +204,7 @@ def parse(messages: list[Any], fmt: str) -> list[Msg]:
                     msg.calls.append(Call(c["id"], str(fn.get("name") or ""), args))
                     msg.text += f"\n{fn.get('name', '')} {_args_text(args)}"
         msg.parts = token_parts(m)
-        if msg.role == "user" and text.lstrip().startswith((CANVAS_MARK, HISTORY_MARK)):
+        if key is not None and msg.role == "user" and signed_by(text, key):
             msg.ours = True
         out.append(msg)
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from memory_tencentdb.offload.messages import (
     Msg,
     detect_format,
     parse,
+    sign,
     user_message,
 )
 from memory_tencentdb.offload.records import (
@@ -39,7 +41,16 @@ from memory_tencentdb.offload.records import (
     ToolResult,
     strip_id,
 )
-from memory_tencentdb.offload.store import Scope, Session, content_of, message_id, prefix_of
+from memory_tencentdb.offload.store import (
+    Scope,
+    Session,
+    content_of,
+    message_id,
+    prefix_of,
+    read_ref_text,
+    session_canvases,
+    split_ref,
+)
 from memory_tencentdb.offload.summarize import describe_call, summarize
 from memory_tencentdb.offload.tokens import TokenCounter
 from memory_tencentdb.text.redact import redact, redact_obj
@@ -49,6 +60,11 @@ log = logging.getLogger("memory_tencentdb.offload")
 CANVAS_SHOWN_TOKENS = 1500
 COMPACT_CANVAS_TOKENS = 300  # the canvas while every step is still in the list
 TASK_TEXT_CHARS = 8000  # of a task's first prompt, kept for L1.5 (session state)
+# The smallest token_budget /offload/assemble takes: the offload's own messages (the guide
+# ~150 tokens with its paths, a canvas squeezed to its goal and newest step ~120, the history
+# note ~90) need ~400 of it; below 1,024 no conversation would fit beside them.
+MIN_TOKEN_BUDGET = 1024
+MARK_KEY_FILE = ".mark-key"  # the key that signs our canvas / history messages (messages.sign)
 EmbedProvider = Callable[[], "boundaries.Embed | None"]
 
 
@@ -72,6 +88,11 @@ class OffloadService:
         self._guard = threading.Lock()
         self.counts = {"tool_results": 0, "assembles": 0, "reads": 0}
         self.hosts = HostReports()  # POST /offload/host-status (host adapters' own seams)
+        # Sessions whose last answer could not fit its budget because the fixed part (system
+        # prompt, tool schemas, the request, the canvas) alone exceeds it: /health shows them,
+        # an entry leaves when that session's next answer fits.
+        self.fixed_over_budget: dict[str, dict[str, Any]] = {}
+        self._mark_key: bytes | None = None
         self.last_error: dict[str, str | None] = {"l1": None, "l15": None, "l2": None, "l3": None}
         self.startup_check: dict[str, Any] = {"state": "pending"}
         self._vectors: dict[str, Any] = {}  # L1.5 embeddings by text (see _cached)
@@ -178,10 +199,37 @@ class OffloadService:
     def count(self, text: str) -> int:
         return self.tokens.count(text)
 
+    @property
+    def mark_key(self) -> bytes:
+        """The key our own messages are signed with (made once per data directory, 0600), so
+        a canvas we sent is recognised when the host sends it back, and a user's text that
+        merely looks like one is not."""
+        if self._mark_key is None:
+            path = self.root / MARK_KEY_FILE
+            try:
+                key = path.read_bytes()
+            except FileNotFoundError:
+                import secrets
+
+                self.root.mkdir(parents=True, exist_ok=True)
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(secrets.token_bytes(32))
+                except FileExistsError:
+                    pass
+                key = path.read_bytes()
+            self._mark_key = key
+        return self._mark_key
+
     # ------------------------------------------------------------------ L1: tool results
 
     def stub(self, sess: Session, row: OffloadRow) -> str:
-        path = sess.scope.layout.root / row.result_ref if row.result_ref else None
+        path = None
+        if row.result_ref:
+            name, span = split_ref(row.result_ref)
+            part = f" (bytes {span[0]}-{span[1]})" if span else ""
+            path = f"{sess.scope.layout.root / name}{part}"
         summary = row.summary
         call, sep, rest = summary.partition("; ")
         if sep and row.tool_call.startswith(call.rstrip("…")):
@@ -199,6 +247,7 @@ class OffloadService:
         result: ToolResult,
         in_canvas: bool = True,
         stub_over: int | None = None,
+        message: bool = False,
     ) -> OffloadRow:
         """Ref first (fsync), then the canvas node, then the row (fsync). Caller holds the lock."""
         found = sess.row(result.tool_call_id)
@@ -213,10 +262,15 @@ class OffloadService:
         result.arguments = redact_obj(result.arguments)
         ref = sess.write_ref(result)
         tokens = self.count(result.content)
+        if message:  # a conversation message that left the context: its opening is its summary
+            call, summary = result.tool_name, _clip(result.content[:400], 160)
+        else:
+            call = describe_call(result.tool_name, result.arguments)
+            summary = summarize(result.tool_name, result.arguments, result.content, result.is_error)
         row = OffloadRow(
             tool_call_id=result.tool_call_id,
-            tool_call=describe_call(result.tool_name, result.arguments),
-            summary=summarize(result.tool_name, result.arguments, result.content, result.is_error),
+            tool_call=call,
+            summary=summary,
             timestamp=result.timestamp,
             score=5,
             node_id=None,
@@ -275,16 +329,25 @@ class OffloadService:
         short = {" ".join(t.split())[:300] for t in fulls}
         return [*fulls[-3:], *(t for t in [goal, *prompts[-3:]] if t and t not in short)]
 
+    def active_canvas(self, scope: str, session_key: str) -> str | None:
+        """The canvas ``{"canvas": "active"}`` means for this caller: its session's own active
+        task, never another session's (None before its first step)."""
+        sess = self.session(scope, session_key)
+        with sess.lock:
+            name = sess.state.get("active")
+            return name if name in session_canvases(sess) else None
+
     def on_prompt(self, sess: Session, prompt: str) -> None:
         """L1.5 for a new prompt (same prompt again: nothing). Persisted before returning."""
         prompt = redact(prompt)  # it becomes a goal, boundaries, task texts: all written to files
         digest = hashlib.sha1(prompt.encode("utf-8")).hexdigest()[:16]
         if sess.state.get("last_prompt_hash") == digest:
             return
+        sess.state["turn_prompt"] = " ".join(prompt[:2000].split())[:300]
         active = sess.state.get("active")
         act = (active, self._task_texts(sess, active)) if active else None
         others = [
-            (f, self._task_texts(sess, f)) for f in sess.scope.canvas_files()[-10:] if f != active
+            (f, self._task_texts(sess, f)) for f in session_canvases(sess)[-10:] if f != active
         ]
         try:
             embed = self.embed()
@@ -434,10 +497,11 @@ class OffloadService:
                 if not sess.canvases:
                     sess.scope.lock.acquire()  # released by commit
                 text = sess.scope.read_canvas(name)
-                entry = sess.canvases[name] = [text, canvas.max_k(text, prefix)]
-            entry[0], node = canvas.append_node(
-                entry[0], prefix, row.tool_call, status, row.summary, row.timestamp, entry[1]
-            )
+                entry = sess.canvases[name] = [text, canvas.max_k(text, prefix), []]
+            lines, node = canvas.append_node(
+                "\n", prefix, row.tool_call, status, row.summary, row.timestamp, entry[1]
+            )  # the new lines alone (after a "\n"): joined once, see Session.canvases
+            entry[2].append(lines[1:])
             entry[1] += 1
             return node
         with sess.scope.lock:  # one append, not a rewrite of the whole canvas
@@ -462,7 +526,7 @@ class OffloadService:
     ) -> dict[str, Any]:
         started = time.perf_counter()
         fmt = detect_format(messages, fmt_hint)
-        msgs = parse(messages, fmt)  # raises OffloadInputError before anything is written
+        msgs = parse(messages, fmt, self.mark_key)  # OffloadInputError before any write
         sess = self.session(scope, session_key)
         with sess.lock:
             sess.begin()
@@ -499,17 +563,19 @@ class OffloadService:
             if older and left:  # the compact canvas's older steps are in the list
                 more = f'flowchart TD\n    %% {older} older steps: {{"canvas": "{name}"}}'
                 body = body.replace("flowchart TD", more, 1)
-            # While every step is in the list (its goal, its results), the marker and the
-            # newest steps are all the compact canvas needs to say.
+            # While every step is in the list (its results), the goal and the newest steps are
+            # all the compact canvas needs to say. The goal is always there: it is the current
+            # task's, whatever else had to leave.
             about = (
                 f"Task canvas, steps that left the context; a step's results:"
-                f' {guide.TOOL_NAME} {{"node_id": "<node>"}}\nGoal: {goal}\n'
+                f' {guide.TOOL_NAME} {{"node_id": "<node>"}}\n'
                 if left
                 else ""
             )
-            block = (
-                f'<current_task_context file="{name}">\n{about}'
-                f"```mermaid\n{body}\n```\n</current_task_context>"
+            block = sign(
+                f'<current_task_context file="{name}">\n{about}Goal: {goal}\n'
+                f"```mermaid\n{body}\n```\n</current_task_context>",
+                self.mark_key,
             )
             tokens = self.count(block)
             if tokens <= max_tokens or n <= floor:
@@ -544,7 +610,12 @@ class OffloadService:
         they took (``cap`` at most), so the canvas never costs more than the removal saved.
         An empty list stays empty (a canvas alone is no conversation to send), unless the
         host appends the current turn after it (``follows``: OpenClaw's first turn)."""
-        if not active or not (outcome.units or follows):
+        if not (outcome.units or follows):
+            return "", None
+        pending = sess.state.get("pending_goal")
+        if not sess.state.get("active") and pending:
+            return self._pending_block(pending)
+        if not active:
             return "", None
         prefix = prefix_of(active)
         nodes = canvas.node_ids(sess.canvas_text(active), prefix)
@@ -561,6 +632,18 @@ class OffloadService:
         removed_tokens = sum(u.tokens for u in outcome.units if u.removed)
         limit = squeeze or max(small, min(cap, removed_tokens // 4))
         return self._canvas_block(sess, active, limit, left, left=True)
+
+    def _pending_block(self, goal: str) -> tuple[str, dict]:
+        """A new task before its first step: its goal (no canvas file yet; the previous
+        task's canvas is not shown as if it were this one's)."""
+        goal = _clip(goal, 160)
+        block = sign(
+            f'<current_task_context file="(new task)">\nGoal: {goal}\n'
+            "No step of this task yet.\n</current_task_context>",
+            self.mark_key,
+        )
+        info = {"file": None, "path": None, "task_goal": goal, "node_count": 0}
+        return block, {**info, "shown_nodes": 0, "text": ""}
 
     def _history_blocks(
         self, sess: Session, removed: list[OffloadRow], active: str | None
@@ -622,7 +705,15 @@ class OffloadService:
             scan_ratio=cfg.mild_offload_scan_ratio,
             keep_tokens=cfg.tool_result_keep_tokens,
         )
-        shrinker = Shrinker(recorder, fmt, th, fixed, sess.state.get("task_start"))
+        shrinker = Shrinker(
+            recorder,
+            fmt,
+            th,
+            fixed,
+            sess.state.get("task_start"),
+            turn_prompt=sess.state.get("turn_prompt"),
+            request_follows=follows,
+        )
         shrinker.build(msgs)
         outcome = shrinker.run()
         active = sess.state.get("active") or sess.state.get("previous")  # this call's steps
@@ -665,6 +756,8 @@ class OffloadService:
         head = "\n".join(history) if history else (note if removed or need_head else "")
         if not removed and sent_back:  # what left at an earlier call is still gone: say so
             head = sent_back[-1]
+        if head and not (not removed and sent_back and head == sent_back[-1]):
+            head = sign(head, self.mark_key)  # (a block sent back is signed already)
         hist_tokens = self.count(head) + 4 if head else 0
         total = shrinker.total + hist_tokens
         if total > budget and block:  # last resort: the canvas shrinks to its newest step
@@ -680,18 +773,9 @@ class OffloadService:
                 f" or canvas; files under {sess.scope.layout.root}."
             )
             total += self.count(guide_text) - old
-        if total > budget:  # only the system prompt is left to cut: keep its head
-            extra = total - shrinker.total
-            if shrinker.squeeze_system(budget - extra):
-                outcome.level = "emergency"
-            total = shrinker.total + extra
-        if total > budget:
-            log.warning(
-                "offload assemble: %d tokens cannot fit token_budget %d (session %s)",
-                total,
-                budget,
-                sess.key,
-            )
+        # Nothing else may go: the system prompt, the tool schemas, the request and the canvas
+        # are what the model needs to go on with the task. Said once (log, /health) per episode.
+        self._note_fixed_over(sess, budget, int(total), outcome, system_tokens)
         self._mark(sess, outcome)
         out_msgs: list[dict[str, Any]] = []
         last_user = max(
@@ -730,11 +814,44 @@ class OffloadService:
                 "synthetic_results": outcome.synthetic,
                 "tokenizer": self.tokens.name,
                 "over_budget": total > budget,
+                "fixed_tokens": outcome.fixed_tokens + system_tokens,
                 "canvas_tokens": self.count(block) + 4 if block else 0,
                 "guide_tokens": self.count(guide_text) if guide_text else 0,
                 "saved_tokens": int(input_tokens - total),
             },
         }
+
+    def _note_fixed_over(
+        self, sess: Session, budget: int, total: int, outcome: Any, system_tokens: int
+    ) -> None:
+        """Record (and log once) that this session's answer is over its budget because what no
+        level may cut does not fit; forget it when the session's next answer fits."""
+        key = f"{sess.scope.name}/{sess.key}"
+        if total <= budget:
+            if self.fixed_over_budget.pop(key, None) is not None:
+                log.info("offload assemble: session %s fits its token budget again", sess.key)
+            return
+        entry = {
+            "scope": sess.scope.name,
+            "session_key": sess.key,
+            "token_budget": budget,
+            "estimated_tokens": total,
+            "fixed_tokens": outcome.fixed_tokens + system_tokens,
+            "since": self.fixed_over_budget.get(key, {}).get("since") or self.now(),
+        }
+        if key not in self.fixed_over_budget:
+            log.warning(
+                "offload assemble: session %s needs %d tokens for its fixed part (system prompt,"
+                " tool schemas, the request, the canvas); token_budget %d cannot hold it, so the"
+                " smallest list that keeps it is sent (%d tokens)",
+                sess.key,
+                entry["fixed_tokens"],
+                budget,
+                total,
+            )
+        while len(self.fixed_over_budget) >= 100 and key not in self.fixed_over_budget:
+            self.fixed_over_budget.pop(next(iter(self.fixed_over_budget)))
+        self.fixed_over_budget[key] = entry
 
     def _stub_savings(self, sess: Session, outcome: Any) -> int:
         """Tokens the stubs in this answer save (applied here or by the host)."""
@@ -829,12 +946,22 @@ class OffloadService:
         return out
 
     def _read_ref(self, sc: Scope, ref: str) -> dict[str, str]:
-        path = Path(ref)
+        try:
+            name, span = split_ref(ref)
+        except ValueError:
+            raise OffloadNotFound(f"no ref {ref!r} in this scope") from None
+        path = Path(name)
         if not path.is_absolute():
-            path = sc.layout.root / (ref if ref.startswith("refs/") else f"refs/{ref}")
+            path = sc.layout.root / (name if name.startswith("refs/") else f"refs/{name}")
         if not sc.layout.inside(path) or path.suffix != ".md" or not path.is_file():
             raise OffloadNotFound(f"no ref {ref!r} in this scope")
-        return refs.parse(path.read_bytes().decode("utf-8"))  # no newline translation
+        rel = path.relative_to(sc.layout.root).as_posix()
+        if span is not None:
+            rel += f"#{span[0]}-{span[1]}"
+        try:
+            return refs.parse(read_ref_text(sc.layout.root, rel))  # no newline translation
+        except UnicodeDecodeError:
+            raise OffloadNotFound(f"no ref {ref!r} in this scope") from None
 
     def read(
         self,
@@ -919,7 +1046,7 @@ class OffloadService:
         if name == "active":
             if not session_key:
                 raise OffloadInputError("session_key", 'required with canvas "active"')
-            name = self.session(scope, session_key).state.get("active") or ""
+            name = self.active_canvas(scope, session_key) or ""
             if not name:
                 raise OffloadNotFound("this session has no active canvas")
         files = sc.canvas_files()
@@ -976,6 +1103,8 @@ class OffloadService:
             "startup_check": dict(self.startup_check),
             "counts": dict(self.counts),
             "hosts": self.hosts.status(),
+            # Sessions whose fixed part alone exceeds their token budget (cleared once it fits).
+            "fixed_over_budget": list(self.fixed_over_budget.values()),
         }
 
     def degraded(self) -> list[str]:
@@ -1023,7 +1152,7 @@ class _Recorder:
             content=msg.body,
             timestamp=self.svc.now(),
         )
-        return self.svc._record(self.sess, result, in_canvas=False)
+        return self.svc._record(self.sess, result, in_canvas=False, message=True)
 
     def stub(self, row: OffloadRow) -> str:
         return self.svc.stub(self.sess, row)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,47 @@ class Scope:
             return name
 
 
+def _joined(entry: list[Any]) -> str:
+    """A batch canvas entry's text: what the file held, then the node lines added since."""
+    text, _, lines = entry
+    if not lines:
+        return text
+    joined = "".join(lines)
+    entry[0], entry[2] = (text if text.endswith("\n") else text + "\n") + joined, []
+    return entry[0]
+
+
+def split_ref(ref: str) -> tuple[str, tuple[int, int] | None]:
+    """``refs/<f>.md#<start>-<end>`` -> (``refs/<f>.md``, byte range) ; a whole ref -> (ref, None)."""
+    path, sep, span = ref.partition("#")
+    if not sep:
+        return ref, None
+    a, dash, b = span.partition("-")
+    if not (dash and a.isdigit() and b.isdigit() and int(a) <= int(b)):
+        raise ValueError(f"bad byte range in ref {ref!r}")
+    return path, (int(a), int(b))
+
+
+def read_ref_text(root: Path, ref: str) -> str:
+    """The text of one ref (a whole file, or its part of a request's bundle), undecoded
+    newlines kept (no translation)."""
+    path, span = split_ref(ref)
+    if span is None:
+        return (root / path).read_bytes().decode("utf-8")
+    with (root / path).open("rb") as f:
+        f.seek(span[0])
+        return f.read(span[1] - span[0]).decode("utf-8")
+
+
+def session_canvases(sess: Session) -> list[str]:
+    """The canvases of ``sess``'s scope that belong to this session: the ones it began or
+    resumed (its task prompts name them). A session never continues, resumes or adds steps to
+    another session's canvas: the scope's other canvases are not its tasks."""
+    state = sess.state
+    own = set(state.get("task_prompts") or {}) | {state.get("active"), state.get("previous")}
+    return [f for f in sess.scope.canvas_files() if f in own]
+
+
 def prefix_of(name: str) -> str:
     m = _MMD.match(name)
     return m.group(1) if m else "000"
@@ -110,10 +152,18 @@ class Session:
     # While an assembly records many results/messages: rows wait here, refs are unsynced.
     batch: list[OffloadRow] | None = None
     dirty: bool = False  # rows changed in a batch: rewrite at commit
-    # Canvases grown in a batch: name -> [text, last k]; the scope lock is held until commit.
+    # Canvases grown in a batch: name -> [text before, last k, added node lines]; the lines are
+    # joined once (at commit or when shown), not re-copied per node (quadratic in the canvas).
+    # The scope lock is held until commit.
     canvases: dict[str, list[Any]] = field(default_factory=dict)
     # During one assembly: tool calls whose results the host appends after the list.
     pending_ids: list[str] = field(default_factory=list)
+    # The results and messages one assembly records share one ref file (its "bundle"): each
+    # row names its part as ``refs/<f>.md#<start>-<end>``. One file per request, not per
+    # removed message (a 0.26 MB request used to leave thousands of files, 16 MB on disk).
+    bundle: list[bytes] = field(default_factory=list)
+    bundle_name: str | None = None
+    bundle_size: int = 0
 
     @property
     def journal_path(self) -> Path:
@@ -136,7 +186,7 @@ class Session:
     def canvas_text(self, name: str) -> str:
         """A canvas as it stands, nodes added in this batch included (not on disk yet)."""
         entry = self.canvases.get(name)
-        return entry[0] if entry is not None else self.scope.read_canvas(name)
+        return _joined(entry) if entry is not None else self.scope.read_canvas(name)
 
     def save_state(self) -> None:
         self.state["session_key"] = self.key
@@ -158,20 +208,21 @@ class Session:
     def begin(self) -> None:
         self.batch = []
         self.dirty = False
+        self.bundle, self.bundle_name, self.bundle_size = [], None, 0
 
     def commit(self, now: str) -> None:
-        """Make the batch durable: every ref and canvas (one ``os.sync``), then the rows (one
-        fsync, or one rewrite when flags of older rows changed too)."""
+        """Make the batch durable: its refs (one bundle file, fsync'ed) and canvases (each
+        fsync'ed), then the rows (one fsync, or one rewrite when flags of older rows changed
+        too). No ``os.sync()``: it flushes every file of the machine (seconds on a busy disk)."""
         rows, self.batch = self.batch or [], None
+        self._write_bundle()
         if self.canvases:
             try:
-                for name, (text, _) in self.canvases.items():
-                    self.scope.write_canvas(name, canvas.finish(text, now), sync=False)
+                for name, entry in self.canvases.items():
+                    self.scope.write_canvas(name, canvas.finish(_joined(entry), now))
             finally:
                 self.canvases = {}
                 self.scope.lock.release()
-        if rows:
-            os.sync()
         if self.dirty:
             self.dirty = False
             self.flush_rows()
@@ -182,4 +233,36 @@ class Session:
         self.corrupt += journal.rewrite(self.journal_path, self.rows)
 
     def write_ref(self, result: ToolResult) -> str:
-        return refs.write(self.scope.layout.refs, result, sync=self.batch is None)
+        if self.batch is None:
+            return refs.write(self.scope.layout.refs, result, sync=True)
+        if self.bundle_name is None:
+            stem = refs.ref_stem(result.timestamp)
+            self.bundle_name = f"{stem}-req-{secrets.token_hex(4)}.md"  # unique: no probing
+        data = refs.render(result).encode("utf-8")
+        start = self.bundle_size
+        self.bundle.append(data)
+        self.bundle_size += len(data)
+        return f"refs/{self.bundle_name}#{start}-{self.bundle_size}"
+
+    def _write_bundle(self) -> None:
+        """The batch's bundle on disk and fsync'ed (with its directory), before its rows."""
+        chunks, name = self.bundle, self.bundle_name
+        self.bundle, self.bundle_name, self.bundle_size = [], None, 0
+        if not chunks or name is None:
+            return
+        d = self.scope.layout.refs
+        d.mkdir(parents=True, exist_ok=True)
+        fd = os.open(d / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for data in chunks:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        dfd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)

@@ -118,7 +118,11 @@ def _offload(root: Path, cutoff: float) -> dict[str, int]:
                 journal.unlink(missing_ok=True)
                 out["journals"] += 1
                 continue
-            cited_refs |= {Path(str(r["result_ref"])).name for r in rows if r.get("result_ref")}
+            cited_refs |= {  # "refs/<f>.md#a-b": a part of a request's bundle (offload/store.py)
+                Path(str(r["result_ref"]).partition("#")[0]).name
+                for r in rows
+                if r.get("result_ref")
+            }
         for ref in sorted((scope_dir / "refs").glob("*")):
             if ref.is_file() and ref.stat().st_mtime < cutoff and ref.name not in cited_refs:
                 ref.unlink(missing_ok=True)

@@ -36,6 +36,10 @@ def estimate(text: str) -> int:
     return math.ceil(cjk * 1.3 + (len(text) - cjk) / 3.6)
 
 
+ENCODE_LIMIT = 1_000_000  # bpe_openai's _encode_plain raises at this many characters
+_PIECE = 256 * 1024
+
+
 class TokenCounter:
     def __init__(self, encoding: str = "cl100k_base", mode: str = "tiktoken") -> None:
         self.encoding = encoding
@@ -106,7 +110,13 @@ class TokenCounter:
         hit = cache.get(text)
         if hit is not None:
             return hit
-        if self._enc is not None:
+        if len(text) >= ENCODE_LIMIT:
+            # bpe-openai refuses such a text ("Input too long to encode safely"), after a scan
+            # for special tokens: estimate it straight away, a piece at a time, so no single
+            # call holds the GIL over the whole text (30 MB: 1.3 s in one piece, other requests
+            # waiting; the estimate decides only that such a result is stubbed).
+            n = sum(estimate(text[i : i + _PIECE]) for i in range(0, len(text), _PIECE))
+        elif self._enc is not None:
             try:
                 n = len(self._enc.encode_ordinary(text))
             except Exception:  # noqa: BLE001 - odd input must not break assembly

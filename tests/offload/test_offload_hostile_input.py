@@ -169,3 +169,15 @@ def test_hermes_terminal_json_with_only_an_error(gw: GatewayProcess) -> None:
     summary = r.json()["summary"]
     assert "exit 127" in summary and "command not found" in summary, summary
     assert "0 lines" in summary and '{"output"' not in summary, summary
+
+
+def test_a_30_mb_result_does_not_stall_health(gw: GatewayProcess) -> None:
+    """A normal (not hostile) 30 MB log stalled /health 4.6 s in the audit (11.6 s measured
+    here): one regex or encode call over the whole text held the GIL (redaction trigger,
+    token count, the ref's fence). Every such step now works in pieces or by short searches."""
+    line = "2026-04-12 17:26:08 INFO worker-3 processed 120 rows from src/jobs/import.py\n"
+    text = (line * (30_000_000 // len(line) + 1))[:30_000_000]
+    r, took, health = _post_watching_health(gw, _body("call_30mb", text))
+    assert r.status_code == 200, r.text
+    assert took < 30, took
+    assert health < HEALTH_LIMIT_S, f"/health took {health:.2f} s meanwhile (post {took:.1f} s)"

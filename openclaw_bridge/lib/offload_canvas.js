@@ -33,11 +33,13 @@ export class FallbackReporter {
     this.say = say;
     this.timeoutMs = timeoutMs;
     this.said = new Set();
-    this.reported = null; // what /health was last told: a reason, or null
-    this.pending = false;
+    // What /health was last told, per scope (the gateway keeps a report per scope the caller may
+    // write, so each agent's scope is reported under its own name): a reason, or null.
+    this.reported = new Map();
+    this.pending = new Set();
   }
 
-  async fellBack(reason) {
+  async fellBack(reason, scope) {
     if (!this.said.has(reason)) {
       this.said.add(reason);
       this.say(
@@ -46,29 +48,28 @@ export class FallbackReporter {
           "(see its [context-engine] line); offload goes on with the tool-result stubs and one canvas per turn.",
       );
     }
-    await this.#report(reason);
+    await this.#report(reason, scope);
   }
 
-  async running() {
-    if (this.reported !== null) {
+  async running(scope) {
+    if ((this.reported.get(scope ?? "") ?? null) !== null) {
       this.say("info", `context engine "${this.pluginId}" is in use again`);
-      await this.#report(null);
+      await this.#report(null, scope);
     }
   }
 
-  async #report(reason) {
-    if (this.reported === reason || this.pending) return;
-    this.pending = true;
+  async #report(reason, scope) {
+    const key = scope ?? "";
+    if ((this.reported.get(key) ?? null) === reason || this.pending.has(key)) return;
+    this.pending.add(key);
     try {
-      const result = await this.link.post(
-        "/offload/host-status",
-        { host: "openclaw", engine: this.pluginId, fallback: reason },
-        { timeoutMs: this.timeoutMs },
-      );
+      const body = { host: "openclaw", engine: this.pluginId, fallback: reason };
+      if (scope) body.scope = scope;
+      const result = await this.link.post("/offload/host-status", body, { timeoutMs: this.timeoutMs });
       // Retried next turn when it did not arrive (a 404 is an older gateway: not worth retrying).
-      if (result.ok || result.status === 404) this.reported = reason;
+      if (result.ok || result.status === 404) this.reported.set(key, reason);
     } finally {
-      this.pending = false;
+      this.pending.delete(key);
     }
   }
 }
@@ -86,10 +87,10 @@ export function createTurnCanvas({ pluginId, config, link, warn, scopeOf = (agen
 
     if (slotOurs()) {
       if (engineUsed) {
-        await fallback.running();
+        await fallback.running(scopeOf(agentId));
         return undefined; // the engine adds the canvas before every model call
       }
-      await fallback.fellBack("OpenClaw did not call it before this turn's prompt");
+      await fallback.fellBack("OpenClaw did not call it before this turn's prompt", scopeOf(agentId));
     }
 
     const prompt = typeof event?.prompt === "string" ? event.prompt : "";

@@ -527,7 +527,10 @@ test("slot ours but OpenClaw fell back to legacy: said once, reported to /health
   assert.equal(lines[0].level, "warn");
   const reports = stub.requests.filter((r) => r.path === "/offload/host-status");
   assert.equal(reports.length, 1, "reported once while it lasts");
-  assert.deepEqual(reports[0].body, { host: "openclaw", engine: PLUGIN, fallback: "OpenClaw did not call it before this turn's prompt" });
+  const { scope, ...report } = reports[0].body;
+  assert.deepEqual(report, { host: "openclaw", engine: PLUGIN, fallback: "OpenClaw did not call it before this turn's prompt" });
+  assert.equal(typeof scope, "string", "reported for the agent's own scope (the gateway checks the key may write it)");
+  assert.ok(scope.length > 0);
 
   // The engine is used again: the report is cleared, once.
   await engineOf(api).assemble(assembleCall(5).event);

@@ -1013,7 +1013,7 @@ class OffloadService:
                         "tool_call_id": row.tool_call_id,
                         "tool_name": row.tool_name,
                         "result_ref": row.result_ref,
-                        "path": str(sc.layout.root / row.result_ref),
+                        **_ref_location(sc.layout.root, row.result_ref),
                         "content": fields["content"],
                         "encoding": fields.get("encoding", "text"),
                         "row": row.as_json(),
@@ -1025,7 +1025,7 @@ class OffloadService:
                     "tool_call_id": fields.get("call_id"),
                     "tool_name": fields.get("tool"),
                     "result_ref": wanted_ref,
-                    "path": str(sc.layout.root / wanted_ref),
+                    **_ref_location(sc.layout.root, wanted_ref),
                     "content": fields["content"],
                     "encoding": fields.get("encoding", "text"),
                     "row": None,
@@ -1162,6 +1162,13 @@ class _Recorder:
 
     def count_parts(self, parts: list[str]) -> int:
         return sum(self.svc.count(p) for p in parts)
+
+
+def _ref_location(root: Path, ref: str) -> dict[str, Any]:
+    """Where a ref's text lies on disk: the file, and for a part of a request's bundle
+    (``refs/<f>.md#<start>-<end>``) its byte range in that file, so ``path`` is always a file."""
+    name, span = split_ref(ref)
+    return {"path": str(root / name), "bytes": list(span) if span else None}
 
 
 def _clip(text: str, n: int) -> str:

@@ -631,6 +631,7 @@ def _classify_zh(s: str) -> RuleMemory | None:
 # (and in the trace). Linear-time substitutions over one short sentence.
 _ZH_PRONOUNS = (
     (re.compile(r"(?<!自)(?:我们|咱们)家"), "用户家"),
+    (re.compile(r"(?<!自)(?:我们|咱们)(?:的)?(?=团队|公司|项目|小组|组|部门|产品)"), "用户的"),
     (re.compile(r"(?<!自)(?:我们|咱们)"), "用户这边"),
     (re.compile(r"(?<!自)我(?:的|家的?)?(?=" + _ZH_KIN + r")"), "用户的"),
     (re.compile(r"(?<!自)我的"), "用户的"),

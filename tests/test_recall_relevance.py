@@ -375,8 +375,8 @@ CROSS_RELATED = [
         "vegetarian",
         marks=pytest.mark.xfail(
             strict=True,
-            reason="known miss: a request ('给我推荐', not a question about the user) and both"
-            " models' z-scores are under the cut's 2.0",
+            reason="known miss: the vegetarian memory is not among the fused top 5 for a request"
+            " that names no food (both models' z-scores under 2.0)",
         ),
     ),
     ("xl-pairs", "Which medicine am I allergic to?", "青霉素"),
@@ -440,17 +440,19 @@ def test_unrelated_question_injects_nothing_in_either_language(cross_gateway, sc
 
 # -- compounds split into statements (the no-LLM extractor, through capture) ---------------------
 
+# Stored in the third person since issue 23 (the user's words stay in L0): "我" inside a system
+# prompt reads as the assistant.
 COMPOUNDS = {
-    "我对花生过敏，平时喜欢吃川菜。": ["我对花生过敏", "我平时喜欢吃川菜"],
-    "我对海鲜过敏，并且不吃辣。": ["我对海鲜过敏", "我不吃辣"],
-    "我喜欢喝茶，而且每天早上跑步。": ["我喜欢喝茶", "我每天早上跑步"],
-    "我住在杭州西湖区；每周三晚上打羽毛球。": ["我住在杭州西湖区", "我每周三晚上打羽毛球"],
+    "我对花生过敏，平时喜欢吃川菜。": ["用户对花生过敏", "用户平时喜欢吃川菜"],
+    "我对海鲜过敏，并且不吃辣。": ["用户对海鲜过敏", "用户不吃辣"],
+    "我喜欢喝茶，而且每天早上跑步。": ["用户喜欢喝茶", "用户每天早上跑步"],
+    "我住在杭州西湖区；每周三晚上打羽毛球。": ["用户住在杭州西湖区", "用户每周三晚上打羽毛球"],
     "I live in Berlin and I prefer tea over coffee.": [
-        "I live in Berlin",
-        "I prefer tea over coffee",
+        "The user lives in Berlin",
+        "The user prefers tea over coffee",
     ],
     # One statement: the second clause is about the cat, not the user.
-    "我养了一只猫，叫豆豆。": ["我养了一只猫，叫豆豆"],
+    "我养了一只猫，叫豆豆。": ["用户养了一只猫，叫豆豆"],
 }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_tencentdb import recall
 from tests.support.gateway import GatewayProcess
 from tests.support.recall_eval import post_memories
 
@@ -73,12 +74,10 @@ def profile(shared_gateway: GatewayProcess) -> tuple[GatewayProcess, str]:
     return shared_gateway, "world-profile"
 
 
-# Written with the others, before the run. Its memory is a strong neighbour (z 3.78 against a
-# bar of 3.53 at its log-odds 1.52): "Australian city" is close to "Melbourne" in meaning,
-# though the answer (Sydney) owes the user's sister nothing.
-WORLD_KNOWN_MISS = {
-    "Which Australian city has the largest population?": "z 3.78 clears the world bar 3.53",
-}
+# Known misses of the decision in force (none since issue 23: a question about the world gets
+# only memories naming what it names, so "Which Australian city has the largest population?"
+# no longer brings the sister in Melbourne).
+WORLD_KNOWN_MISS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
@@ -98,12 +97,9 @@ def test_world_question_on_a_stored_topic_injects_nothing(profile, query):
     assert body["strategy"] in ("hybrid", "embedding")
 
 
-# Written with the others, before the run; the models rank the cello first for it but at a
-# z-score of 1.5, under the gate that every question faces (it is not taken for a world
-# question, so the change did not cause it).
-KNOWN_MISS = {
-    "Which rosin is good for a beginner string player?": "z 1.5 < 2.0 before and after the change"
-}
+# Known misses (none since issue 23: "Which rosin is good for a beginner string player?" finds
+# the cello, its better model's z-score clearing 2.0 where the smaller one was 1.5).
+KNOWN_MISS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
@@ -124,11 +120,13 @@ def test_message_that_depends_on_a_memory_injects_it(profile, query):
 def test_the_answer_says_when_a_question_was_taken_for_one_about_the_world(profile):
     gw, scope = profile
     world = _recall(gw, scope, "How many strings does a violin have?")
-    assert world["relevance"]["world_question"] > 0.5
+    assert world["relevance"]["world_question"] > recall.WORLD_MAX
     assert world["relevance"]["how_to"] < 0  # a fact, not a how-to
-    # A question about the user is never held to the world bar, whatever its subject.
+    # A question about the user is not taken for one about the world (issue 23: the classifier
+    # alone decides, no first-person rule; its verdict is always reported).
     mine = _recall(gw, scope, "Where does my sister live?")
-    assert "world_question" not in mine["relevance"]
+    assert mine["relevance"]["world_question"] <= recall.WORLD_MAX
+    assert "how_to" not in mine["relevance"]
     assert "The user's sister lives in Melbourne." in [m["content"] for m in mine["memories"]]
 
 
@@ -149,14 +147,15 @@ def gate_set(shared_gateway: GatewayProcess) -> dict:
 
 # Measured at the change (bench/RESULTS.md, session 7): before it, 26 of the 50 world questions
 # injected something (46 memories in all) and 30 of the 45 related messages got their memory;
-# after it 3 (3 memories), each on a memory sharing a word with a question the classifier took
-# for a how-to, and still 30. Floors hold that level.
+# after it 3 (3 memories). Issue 23's decision (recall.relevant_hits): 1-2 world questions inject,
+# each a how-to sharing a word with up to k = 5 memories (being generous is the point: k is
+# small), and 32-34 of 45 related messages get their memory. Floors hold that level.
 @pytest.mark.slow
 def test_dev_gate_set_world_questions_inject_less(gate_set):
     assert gate_set["world"] <= 3, gate_set["world"]
-    assert gate_set["injected"] <= 3, gate_set["injected"]
+    assert gate_set["injected"] <= 10, gate_set["injected"]
 
 
 @pytest.mark.slow
 def test_dev_gate_set_related_messages_keep_their_memory(gate_set):
-    assert gate_set["related"] >= 30, gate_set["related"]
+    assert gate_set["related"] >= 32, gate_set["related"]

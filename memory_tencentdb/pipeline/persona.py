@@ -6,10 +6,15 @@ Triggers, checked after every completed L2 run (first match wins):
 2. cold start: scenes were processed, no persona was ever written, scene files exist;
 3. recovery: a persona was written once, scene files exist, but ``persona.md`` is now empty;
 4. first scene: exactly one L2 run so far and new memories since the last persona;
-5. threshold: at least ``persona.triggerEveryN`` memories stored since the last persona.
+5. threshold: at least ``persona.triggerEveryN`` memories stored since the last persona;
+6. without an LLM: any new memory since the last persona. The digest costs one read of the
+   scope's strongest memories (bounded: DIGEST_SECTIONS), and L2 runs at most once per idle
+   period (``l2DelayAfterL1Seconds`` after the last L1, coalesced), so the persona keeps up
+   with every fact at the cost of one small file write per idle period.
 
 With an LLM the persona is written from the scenes that changed; without one it is a
-deterministic digest of the strongest memories. The text is escaped (it is injected into system
+deterministic digest of the strongest memories, in the third person (a "我" or "I" inside the
+system prompt reads as the assistant speaking). The text is escaped (it is injected into system
 prompts), a backup of the previous file is kept (``persona.backupCount``), and the scene
 navigation is appended.
 """
@@ -50,7 +55,7 @@ def refresh_navigation(ss: SceneStore) -> None:
     write_atomic(layout.persona_file(ss.root), body + ("\n\n" + nav if nav else "\n"))
 
 
-def trigger(st: ScopeState, ss: SceneStore, every_n: int) -> str | None:
+def trigger(st: ScopeState, ss: SceneStore, every_n: int, llm: bool = True) -> str | None:
     has_scenes = bool(ss.load())
     never = not st.last_persona_time
     if st.persona_request:
@@ -63,6 +68,8 @@ def trigger(st: ScopeState, ss: SceneStore, every_n: int) -> str | None:
         return "first scene"
     if st.memories_since_persona >= every_n:
         return f"threshold: {st.memories_since_persona} new memories"
+    if not llm and st.memories_since_persona > 0:
+        return f"digest: {st.memories_since_persona} new memories"
     return None
 
 
@@ -75,13 +82,15 @@ class PersonaRunner:
     def run(self, scope: str, ss: SceneStore) -> str | None:
         """Write the persona if a trigger fires; returns the trigger, or None when not due."""
         st = state.get_scope(self.store, scope)
-        reason = trigger(st, ss, self.settings.memory.persona.trigger_every_n)
+        reason = trigger(
+            st, ss, self.settings.memory.persona.trigger_every_n, llm=self.llm is not None
+        )
         if reason is None:
             return None
         existing = read_persona(ss)
         index = ss.index()
         changed = _changed(index, st.last_persona_time)
-        if not changed and existing:
+        if self.llm is not None and not changed and existing:
             log.info("persona for %s: nothing changed since the last one; skipped", scope)
             return None
         if self.llm is not None:
@@ -91,6 +100,10 @@ class PersonaRunner:
         text = escape_tags(strip_navigation(text)).strip()
         if not text:
             raise StageFailure("l3-persona: the persona came back empty")
+        if self.llm is None and text == existing:
+            # The same digest: the stable system part stays byte for byte (prompt caches).
+            state.update_scope(self.store, scope, memories_since_persona=0)
+            return None
         self._backup(ss, st.last_persona_at)
         nav = navigation(ss.sync_index())
         write_atomic(layout.persona_file(ss.root), text + ("\n\n" + nav if nav else "\n"))
@@ -176,19 +189,23 @@ def _changed(index: list[dict[str, Any]], since: str) -> list[dict[str, Any]]:
     return out
 
 
+# How many memories of each type the digest reads, strongest first; MAX_PERSONA_CHARS bounds
+# what is kept. Twenty facts of ~40 characters fit in the budget, so every high-priority fact of
+# a young scope is present (ten was the limit before, and the eleventh fact never showed).
 DIGEST_SECTIONS = (
-    ("instruction", "Rules for the assistant", "对助手的要求", 8),
-    ("persona", "Preferences, habits and facts", "偏好、习惯与个人信息", 10),
+    ("instruction", "Rules for the assistant", "对助手的要求", 12),
+    ("persona", "Preferences, habits and facts", "偏好、习惯与个人信息", 24),
     ("episodic", "Recent events", "近期经历", 5),
 )
 
 
 def digest(store: Store, scope: str) -> str:
-    """No LLM: the strongest current memories, grouped, newest first within a priority."""
+    """No LLM: the strongest current memories, grouped, newest first within a priority, each in
+    the third person (memories written through the API may still say 我 / I)."""
     sections = []
     all_text = []
     for type_, en, zh, limit in DIGEST_SECTIONS:
-        lines = [r.content for r in store.top_memories(scope, type_, limit)]
+        lines = [rules.third_person(r.content) for r in store.top_memories(scope, type_, limit)]
         all_text += lines
         if lines:
             sections.append((en, zh, lines))

@@ -27,6 +27,16 @@ def has_cjk(text: str) -> bool:
     return bool(_CJK.search(text))
 
 
+# Someone else as the subject: "我女儿", "我的老公", "我们家猫". What follows in the sentence
+# is about them, not the user.
+_ZH_KIN = (
+    r"(?:女儿|儿子|孩子|小孩|闺女|宝宝|老婆|老公|妻子|丈夫|爱人|太太|媳妇|妈妈|妈|爸爸|爸|母亲|"
+    r"父亲|父母|爸妈|哥哥|哥|姐姐|姐|弟弟|弟|妹妹|妹|爷爷|奶奶|外公|外婆|姥姥|姥爷|男朋友|"
+    r"女朋友|男友|女友|对象|朋友|同事|老板|领导|上司|室友|邻居|家人|猫|狗|宠物)"
+)
+_ZH_OTHER_SUBJECT = re.compile(r"^(?:我们|我)(?:的|家的?)?" + _ZH_KIN)
+
+
 @dataclass
 class RuleMemory:
     content: str
@@ -614,6 +624,99 @@ def _classify_zh(s: str) -> RuleMemory | None:
     return None
 
 
+# ----------------------------------------------------------------------------- third person
+
+# Memories are written about the user, in the third person: inside a system prompt "我对花生过敏"
+# or "I am allergic to peanuts" reads as the assistant speaking. The user's own words stay in L0
+# (and in the trace). Linear-time substitutions over one short sentence.
+_ZH_PRONOUNS = (
+    (re.compile(r"(?<!自)(?:我们|咱们)家"), "用户家"),
+    (re.compile(r"(?<!自)(?:我们|咱们)(?:的)?(?=团队|公司|项目|小组|组|部门|产品)"), "用户的"),
+    (re.compile(r"(?<!自)(?:我们|咱们)"), "用户这边"),
+    (re.compile(r"(?<!自)我(?:的|家的?)?(?=" + _ZH_KIN + r")"), "用户的"),
+    (re.compile(r"(?<!自)我的"), "用户的"),
+    (re.compile(r"本人|(?<!自)我"), "用户"),
+)
+_EN_MODALS = frozenset(
+    "can could will would should must might may shall used ought need dare".split()
+)
+_EN_ADVERBS = (
+    r"(?:(?:usually|always|often|never|really|also|only|mostly|generally|normally|typically|"
+    r"sometimes|rarely|seldom|still|just|absolutely|strongly|definitely|totally|much|actually|"
+    r"even|hardly ever|regularly|currently|now|no longer|mainly)\s+)*"
+)
+_EN_IRREGULAR_PAST = frozenset(
+    "went got had was were made took left met bought began brought came did drove ate fell felt "
+    "found flew gave grew heard held kept knew led lost meant paid put ran read said saw sold "
+    "sent set sat slept spent spoke stood swam taught thought told understood woke won wore "
+    "wrote quit moved".split()
+)
+_EN_SUBJECT_VERB = re.compile(
+    r"\b(?P<subj>I|we)\s+(?P<adv>" + _EN_ADVERBS + r")(?P<verb>[A-Za-z]+(?:'t|’t)?)\b",
+    re.IGNORECASE,
+)
+_EN_FIXED = (
+    (re.compile(r"\bI(?:'m|’m| am)\b", re.I), "the user is"),
+    (re.compile(r"\bI(?:'ve|’ve)\b", re.I), "the user has"),
+    (re.compile(r"\bI(?:'d|’d)\b", re.I), "the user would"),
+    (re.compile(r"\bI(?:'ll|’ll)\b", re.I), "the user will"),
+    (re.compile(r"\bwe(?:'re|’re)\b", re.I), "the user's team is"),
+    (re.compile(r"\bwe(?:'ve|’ve)\b", re.I), "the user's team has"),
+    (re.compile(r"\bwe(?:'ll|’ll)\b", re.I), "the user's team will"),
+    (re.compile(r"\bmyself\b", re.I), "themselves"),
+    (re.compile(r"\b(?:my|mine)\b", re.I), "the user's"),
+    (re.compile(r"\bour(?:s)?\b", re.I), "the user's"),
+    (re.compile(r"\bme\b", re.I), "the user"),
+    (re.compile(r"\bus\b"), "the user's team"),
+)
+_FIRST_AGAIN_ZH = re.compile(r"^用户(?:的)?(?=的)|^用户(?!的)")
+_FIRST_AGAIN_EN = re.compile(r"^the user's\s+", re.I)
+
+
+def _third_person_verb(verb: str) -> str:
+    low = verb.lower()
+    if low in ("don't", "don’t"):
+        return "does not"
+    if low == "do":
+        return "does"
+    if low in ("am", "'m"):
+        return "is"
+    if low == "have":
+        return "has"
+    if low in ("haven't", "haven’t"):
+        return "has not"
+    if low in _EN_MODALS or low.endswith(("'t", "’t", "ed")) or low in _EN_IRREGULAR_PAST:
+        return verb
+    if re.search(r"(?:s|sh|ch|x|z|o)$", low):
+        return verb + "es"
+    if re.search(r"[^aeiou]y$", low):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def third_person(text: str) -> str:
+    """``text`` about the user in the third person ("我对花生过敏" -> "用户对花生过敏", "I'm allergic
+    to peanuts" -> "The user is allergic to peanuts"); others stay who they are ("我女儿学钢琴" ->
+    "用户的女儿学钢琴")."""
+    if has_cjk(text):
+        for pattern, repl in _ZH_PRONOUNS:
+            text = pattern.sub(repl, text)
+        return text
+    for pattern, repl in _EN_FIXED[:7]:
+        text = pattern.sub(repl, text)
+
+    def subject_verb(m: re.Match[str]) -> str:
+        who = "the user" if m.group("subj").lower() == "i" else "the user's team"
+        return f"{who} {m.group('adv')}{_third_person_verb(m.group('verb'))}"
+
+    text = _EN_SUBJECT_VERB.sub(subject_verb, text)
+    text = re.sub(r"\bI\b", "the user", text)
+    text = re.sub(r"\bwe\b", "the user's team", text, flags=re.I)
+    for pattern, repl in _EN_FIXED[7:]:
+        text = pattern.sub(repl, text)
+    return text[:1].upper() + text[1:]
+
+
 # ----------------------------------------------------------------------------- entry points
 
 
@@ -625,7 +728,7 @@ def _make(
     switch_from: str | None = None,
 ) -> RuleMemory:
     zh = has_cjk(sentence)
-    content = _trim_end(sentence)
+    content = third_person(_trim_end(sentence))
     if not zh and content[:1].islower():
         content = content[0].upper() + content[1:]
     if not re.search(r"[.!。！)）\]]$", content):
@@ -677,9 +780,10 @@ _ZH_CARRY = re.compile(
 
 def _carry_subject(parts: list[str]) -> list[str]:
     """Later clauses without a subject of their own get the first clause's 我/我们, so each
-    memory says whose it is ("平时喜欢吃川菜" -> "我平时喜欢吃川菜")."""
+    memory says whose it is ("平时喜欢吃川菜" -> "我平时喜欢吃川菜"). Only the speaker's own
+    我/我们: in "我女儿在读三年级，每周三学钢琴" the subject is the daughter (see _split_compound)."""
     m = re.match(r"^(我们|我)", parts[0])
-    if not m:
+    if not m or _ZH_OTHER_SUBJECT.match(parts[0]):
         return parts
     return [parts[0]] + [
         p if re.match(r"^(?:我|你|他|她|它)", p) or not _ZH_CARRY.match(p) else m.group(1) + p
@@ -706,6 +810,10 @@ def _split_compound(sentence: str) -> list[str]:
     if first is None:
         return [sentence]
     if first.kind not in ("rule", "constraint"):
+        # "我女儿在读三年级，每周三学钢琴": the later clauses are about the daughter; split,
+        # each would lose its subject (or be put on the user), so the sentence stays whole.
+        if zh and _ZH_OTHER_SUBJECT.match(parts[0]):
+            return [sentence]
         # "My name is Ana and I work at Acme": split only if every piece is a statement.
         if zh:
             parts = _carry_subject(parts)
@@ -789,7 +897,9 @@ def extract(text: str) -> list[RuleMemory]:
             if subject and _ZH_CARRY.match(cleaned):
                 cleaned = subject + cleaned
             m = re.match(r"^(我们|我)", cleaned)
-            subject = m.group(1) if m else ""
+            other = _ZH_OTHER_SUBJECT.match(cleaned)
+            # The next sentence's dropped subject is this one's: 我, or "我女儿" whole.
+            subject = other.group(0) if other else (m.group(1) if m else "")
         if cleaned.endswith((":", "：")):
             # "Three rules:" / "请记住三条规则：" introduces a list whose items are rules.
             in_rule_list = bool(_RULE_HEADER.search(cleaned))
@@ -875,7 +985,7 @@ def same_subject(a: str, b: str) -> bool:
 
 def slot_of(content: str) -> tuple[str, str] | None:
     """Re-derive a slot from a stored memory's text (for memories written before or by an LLM)."""
-    found = classify(content)
+    found = classify(_FIRST_AGAIN_ZH.sub("我", _FIRST_AGAIN_EN.sub("my ", content), count=1))
     if found is None:
         return None
     return found.slot if found.kind != "switch" else None

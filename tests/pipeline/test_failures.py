@@ -223,7 +223,8 @@ def test_activity_times_follow_the_configured_timezone(failing: LLMGateway):
     assert "(UTC+08:00)" in prompt and "+08:00]: I flew to Tokyo" in prompt
     with gw.client() as c:
         body = c.post("/recall", json={"query": "Tokyo trip", "scope": scope, "session_key": "x"})
-    assert "活动时间: 2026-03-01T09:00:00+08:00起" in body.json()["prepend_context"]
+    # An English memory carries an English label (issue 23: labels in the memory's language).
+    assert "since 2026-03-01T09:00:00+08:00" in body.json()["prepend_context"]
 
 
 def test_killed_mid_run_resumes_without_loss_or_duplicates(start_gateway, tmp_path):

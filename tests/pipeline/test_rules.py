@@ -84,3 +84,37 @@ def test_slots_and_switches():
     assert not rules.same_subject("favourite colour", "database")
     (zh,) = rules.extract("把数据库换成MySQL。")
     assert (zh.switch_to, zh.slot) == ("MySQL", ("数据库", "MySQL"))
+
+
+@pytest.mark.parametrize(
+    ("said", "stored"),
+    [
+        ("我对花生过敏", "用户对花生过敏"),
+        ("我的生日是三月十二日", "用户的生日是三月十二日"),
+        ("我女儿每周三学钢琴", "用户的女儿每周三学钢琴"),
+        ("我们团队用飞书沟通", "用户的团队用飞书沟通"),
+        ("我们家的猫叫豆豆", "用户家的猫叫豆豆"),
+        ("自我介绍要简短", "自我介绍要简短"),
+        ("I'm allergic to peanuts", "The user is allergic to peanuts"),
+        ("I don't eat pork", "The user does not eat pork"),
+        ("I usually watch movies on Fridays", "The user usually watches movies on Fridays"),
+        (
+            "I study Japanese and I play tennis",
+            "The user studies Japanese and the user plays tennis",
+        ),
+        ("I've been vegetarian for three years", "The user has been vegetarian for three years"),
+        ("I used to live in Paris", "The user used to live in Paris"),
+        ("My wife's name is Sam", "The user's wife's name is Sam"),
+        ("Call me Ana", "Call the user Ana"),
+        ("Always answer in English", "Always answer in English"),
+    ],
+)
+def test_memories_are_written_in_the_third_person(said, stored):
+    assert rules.third_person(said) == stored
+
+
+def test_a_clause_keeps_its_own_subject():
+    found = rules.extract("我女儿在读小学三年级，每周三下午学钢琴。")
+    assert [m.content for m in found] == ["用户的女儿在读小学三年级，每周三下午学钢琴。"]
+    found = rules.extract("我女儿今年六岁。每周三学钢琴。")
+    assert all("女儿" in m.content for m in found if "钢琴" in m.content), found

@@ -294,3 +294,51 @@ def test_without_llm_scenes_and_persona_are_a_digest(rules_gateway):
     # Another scope sees none of it.
     other = recall(gw, _scope(), "editor theme")["append_system_context"]
     assert "dark mode" not in other and "about-the-user.md" not in other
+
+
+# Issue 23: twelve facts over twelve turns, no LLM, the default trigger (every 50 memories with an
+# LLM): once the pipeline is idle the persona holds them, in the third person.
+TWELVE_FACTS = [
+    ("我对花生过敏。", "花生"),
+    ("I'm vegetarian.", "vegetarian"),
+    ("我住在杭州西湖区。", "杭州"),
+    ("I work at Acme as a data engineer.", "Acme"),
+    ("我每周三晚上打羽毛球。", "羽毛球"),
+    ("My daughter is seven and loves drawing.", "daughter"),
+    ("我养了一只叫豆豆的橘猫。", "豆豆"),
+    ("I prefer dark mode in every editor.", "dark mode"),
+    ("我喜欢喝美式咖啡。", "美式"),
+    ("I own a blue Subaru Outback.", "Subaru"),
+    ("我的生日是三月十二日。", "三月十二日"),
+    ("I speak Spanish and Portuguese.", "Spanish"),
+]
+
+
+def test_without_llm_the_persona_keeps_up_with_every_new_fact(tmp_path):
+    from tests.pipeline.conftest import FAST
+    from tests.support.gateway import GatewayProcess
+
+    env = {k: v for k, v in FAST.items() if k != "TDAI_MEMORY__PERSONA__TRIGGER_EVERY_N"}
+    gw = GatewayProcess(tmp_path / "data", env=env).start()
+    try:
+        scope = _scope()
+        for i, (text, _) in enumerate(TWELVE_FACTS):
+            # One turn per idle period: each one its own L1 and L2 run, as a user over days.
+            capture(gw, scope, "s-twelve", text, "好的。" if i % 2 == 0 else "Noted.")
+            settle(gw, timeout=60, l2=True)
+
+        def persona() -> str:
+            ctx = recall(gw, scope, "tell me about myself")["append_system_context"]
+            return ctx.split("</user-persona>")[0] if "<user-persona>" in ctx else ""
+
+        def held() -> list[str]:
+            text = persona()
+            return [k for _, k in TWELVE_FACTS if k in text]
+
+        found = wait_for(lambda: held() if len(held()) >= 10 else None, what="the persona")
+        assert len(found) >= 10, found
+        text = persona()
+        assert "我" not in text and " I " not in f" {text} ".replace("\n", " "), text
+        assert "用户对花生过敏" in text
+    finally:
+        gw.stop()

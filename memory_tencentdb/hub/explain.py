@@ -29,43 +29,36 @@ def _f(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def _why_pass(e: Any, standing: bool, self_query: bool, world: float | None) -> str:
-    keep = _bar("RELEVANCE_KEEP", 1.5)
+def _why_pass(e: Any, standing: bool, about_world: bool) -> str:
     coverage = _bar("COVERAGE_PASS", 0.6)
     if standing:
         return "a standing instruction of the user: never cut"
     if e is not None and e.coverage >= coverage:
         return f"holds {e.coverage:.0%} of the query's rare words (at least {coverage:.0%})"
-    if world is not None:
-        return f"relevance {_f(e.relevance)} clears the world-question bar"
-    if e is not None and e.relevance is not None and e.relevance >= keep:
-        return f"relevance {_f(e.relevance)} at least {keep}"
-    if self_query and e is not None:
+    z = None if e is None else e.relevance_best
+    if about_world:
         return (
-            f"first-person question: the better model's relevance {_f(e.relevance_best)}"
-            f" at least {_bar('RELEVANCE_SELF', 2.0)}"
+            f"a how-to about the world that names it: relevance {_f(z)} at least"
+            f" {_bar('WORLD_FLOOR_Z', 3.0)} and a shared word"
         )
-    return "passed the relevance cut"
+    return f"stands out from its background: relevance {_f(z)} at least {_bar('FLOOR_Z', 2.0)}"
 
 
-def _why_cut(e: Any, gate_open: bool, world: float | None, window: int) -> str:
-    keep = _bar("RELEVANCE_KEEP", 1.5)
-    gate = _bar("RELEVANCE_GATE", 2.0)
-    if not gate_open:
-        return (
-            f"cut: nothing among the best {window} candidates opened the gate (relevance at"
-            f" least {gate} near the top of a model's ranking, or most of the query's rare"
-            " words): nothing stored is about this message"
-        )
-    if world is not None:
-        bar = gate + _bar("WORLD_SLOPE", 1.5) * (world - _bar("WORLD_MIN", 0.5))
-        return (
-            f"cut: a question about the world (log-odds {world:.2f}); relevance"
-            f" {_f(e.relevance if e else None)} is under its bar {bar:.2f}"
-        )
-    rel = e.relevance if e is not None else None
+def _why_cut(e: Any, about_world: bool, world: float | None) -> str:
+    coverage = _bar("COVERAGE_PASS", 0.6)
+    z = None if e is None else e.relevance_best
     cov = e.coverage if e is not None else 0.0
-    return f"cut: relevance {_f(rel)} under {keep} and {cov:.0%} of the query's rare words"
+    if about_world:
+        return (
+            f"cut: a question about the world (log-odds {_f(world)} over"
+            f" {_bar('WORLD_MAX', 1.0)}) gets only memories that name what it names; this one"
+            f" holds {cov:.0%} of its rare words (needs {coverage:.0%}, or a how-to sharing a"
+            f" word with relevance {_bar('WORLD_FLOOR_Z', 3.0)}; it has {_f(z)})"
+        )
+    return (
+        f"cut: relevance {_f(z)} under {_bar('FLOOR_Z', 2.0)} and {cov:.0%} of the query's"
+        f" rare words (under {coverage:.0%})"
+    )
 
 
 def _scope_candidates(
@@ -88,9 +81,8 @@ def _scope_candidates(
     kept, summary = recall_service.relevant_hits(hits, cfg.max_results, standing, clean)
     kept_ids = {r for r, _ in kept}
     measured = summary.get("applied", False)
-    self_query = recall_service.about_the_user(clean)
     world = summary.get("world_question")
-    gate_open = any(r not in standing for r in kept_ids) or not measured
+    about_world = world is not None and world > _bar("WORLD_MAX", 1.0)
     out = []
     for rank, (rowid, score) in enumerate(hits.ranked[:SHOWN], 1):
         row = rows.get(rowid)
@@ -107,7 +99,7 @@ def _scope_candidates(
         elif row.id in injected:
             verdict = "injected"
             why = "injected: " + (
-                _why_pass(e, rowid in standing, self_query, world)
+                _why_pass(e, rowid in standing, about_world)
                 if measured
                 else "nothing is cut without measured relevance (keyword-only recall)"
             )
@@ -119,7 +111,7 @@ def _scope_candidates(
             )
         else:
             verdict = "cut"
-            why = _why_cut(e, gate_open, world, cfg.max_results)
+            why = _why_cut(e, about_world, world)
         out.append(
             {
                 "rank": rank,
@@ -145,9 +137,8 @@ def _scope_candidates(
     return {
         "scope": scope,
         "considered": len(hits.ranked),
-        "gate_open": gate_open,
-        "first_person": self_query,
         "world_question": world,
+        "about_world": about_world,
         "summary": summary,
         "candidates": out,
     }
@@ -181,9 +172,9 @@ def explain_recall(
             "append_system_context": len(result["append_system_context"]),
         },
         "thresholds": {
-            "gate": _bar("RELEVANCE_GATE", 2.0),
-            "keep": _bar("RELEVANCE_KEEP", 1.5),
-            "self": _bar("RELEVANCE_SELF", 2.0),
+            "floor_z": _bar("FLOOR_Z", 2.0),
+            "world_max": _bar("WORLD_MAX", 1.0),
+            "world_floor_z": _bar("WORLD_FLOOR_Z", 3.0),
             "coverage": _bar("COVERAGE_PASS", 0.6),
             "max_results": engine.settings.memory.recall.max_results,
         },

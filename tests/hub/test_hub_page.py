@@ -103,7 +103,7 @@ def test_search_memories_and_conversations_with_filters(owner: dict[str, Any]) -
     page.fill("#search-q", "咖啡")
     page.click("#search-form button")
     page.wait_for_selector("#search-meta")
-    assert "我每天早上喝两杯咖啡。" in page.inner_text("#search-list")
+    assert "用户每天早上喝两杯咖啡。" in page.inner_text("#search-list")
     shot(page, "search")
     page.select_option("#search-kind", "conversations")
     page.fill("#search-q", "marathon")
@@ -132,7 +132,7 @@ def test_recall_explained_for_a_query_that_injects_and_one_that_does_not(
     assert "花生" in page.inner_text("#recall-prepend")
     injected = page.locator(".cand[data-verdict=injected]")
     assert injected.count() == 1 and "花生" in injected.inner_text()
-    assert "injected: relevance" in injected.inner_text()
+    assert "injected: stands out from its background: relevance" in injected.inner_text()
     cut = page.locator(".cand[data-verdict=cut]")
     assert cut.count() == 3 and "cut: relevance" in cut.first.inner_text()
     tokens = re.findall(r"(\d+) tokens", page.inner_text("#recall-out"))
@@ -145,7 +145,7 @@ def test_recall_explained_for_a_query_that_injects_and_one_that_does_not(
     assert page.inner_text("#recall-prepend") == "(empty)"
     assert page.locator(".cand[data-verdict=injected]").count() == 0
     assert page.locator(".cand[data-verdict=cut]").count() == 4
-    assert "opened the gate" in page.locator(".cand").first.inner_text()
+    assert "cut: a question about the world" in page.locator(".cand").first.inner_text()
     shot(page, "recall-cut", full=True)
 
 
@@ -159,19 +159,19 @@ def _open_memory(page: Any, text: str) -> None:
 
 def test_edit_then_history_then_restore(owner: dict[str, Any]) -> None:
     page, gw = owner["page"], owner["gw"]
-    memory = owner["hub"]["memories"]["alice"]["我每天早上喝两杯咖啡。"]
+    memory = owner["hub"]["memories"]["alice"]["用户每天早上喝两杯咖啡。"]
     _open_memory(page, "两杯咖啡")
     page.click("#edit")
     page.fill("#edit-text", "我每天早上只喝一杯咖啡。")
     page.click("#save")
     page.locator("#memory-content", has_text="一杯").wait_for()
     history = page.inner_text("#history")
-    assert "我每天早上喝两杯咖啡。" in history and "superseded" in history
+    assert "用户每天早上喝两杯咖啡。" in history and "superseded" in history
     shot(page, "edit-history")
     with gw.client() as c:
         now = c.get(f"/memories/{memory['id']}", params={"scope": "alice"}).json()
     assert now["content"] == "我每天早上只喝一杯咖啡。"
-    assert [h["content"] for h in now["trace"]["history"]] == ["我每天早上喝两杯咖啡。"]
+    assert [h["content"] for h in now["trace"]["history"]] == ["用户每天早上喝两杯咖啡。"]
     # Restore the old text: a new version again, the edited one kept in the history.
     page.click("#history li:has-text('两杯') .restore")
     page.locator("#memory-content", has_text="两杯").wait_for()
@@ -185,7 +185,7 @@ def test_forget_removes_the_memory_from_recall_at_once(owner: dict[str, Any]) ->
     _open_memory(page, "Munich")
     page.click("#forget")
     page.wait_for_selector("#confirm[open] #forget-preview li")
-    assert "I live in Munich with my wife." in page.inner_text("#forget-preview")
+    assert "The user lives in Munich" in page.inner_text("#forget-preview")
     shot(page, "forget-preview")
     page.click("#confirm-ok")
     page.wait_for_selector("#forgotten")
@@ -239,7 +239,7 @@ def test_health_and_team_scopes(owner: dict[str, Any]) -> None:
 
 def test_mutation_without_the_csrf_token_is_refused(owner: dict[str, Any]) -> None:
     page, gw = owner["page"], owner["gw"]
-    memory = owner["hub"]["memories"]["alice"]["我对花生过敏，吃了会起疹子。"]
+    memory = owner["hub"]["memories"]["alice"]["用户对花生过敏，吃了会起疹子。"]
     call = """async ([id, token]) => {
         const headers = {"Content-Type": "application/json"};
         if (token) headers["X-CSRF-Token"] = token;
@@ -278,7 +278,7 @@ def test_forget_a_selection_shows_what_goes_first(owner: dict[str, Any]) -> None
     page.wait_for_selector("#forgotten")
     with gw.client() as c:
         left = c.get("/memories", params={"scope": "alice"}).json()["items"]
-    assert [m["content"] for m in left] == ["我对花生过敏，吃了会起疹子。"]
+    assert [m["content"] for m in left] == ["用户对花生过敏，吃了会起疹子。"]
 
 
 def test_principal_without_read_permission_sees_none_of_another_scope(

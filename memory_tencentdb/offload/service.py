@@ -557,8 +557,7 @@ class OffloadService:
         the newest that fit ``max_tokens``, with short labels. The file keeps every node."""
         text = sess.canvas_text(name)
         meta = canvas.parse_meta(text)
-        goal = " ".join(meta.task_goal.split())
-        goal = goal if len(goal) <= 160 else goal[:159] + "…"
+        goal = _clip(meta.task_goal, 160 if left else 100)  # compact: ~25 tokens
         n = len(shown)
         floor = min(1, n)  # at least the newest step, even when squeezed
         while True:
@@ -744,12 +743,16 @@ class OffloadService:
         )
         first = next((u for u in outcome.units if not u.removed and u.kind != "system"), None)
         removed = sum(len(u.items) for u in outcome.units if u.removed)
-        note = (
-            f'<history_task_context mode="offloaded">\n{removed} earlier messages of this'
-            " conversation left the context, each kept with its id in"
-            f' {sess.journal_path}: {guide.TOOL_NAME} {{"tool_call_id": "<id>"}} returns'
-            " it exactly.\n</history_task_context>"
-        )
+
+        def note_for(n: int) -> str:
+            return (
+                f'<history_task_context mode="offloaded">\n{n} earlier messages of this'
+                " conversation left the context, each kept with its id in"
+                f' {sess.journal_path}: {guide.TOOL_NAME} {{"tool_call_id": "<id>"}} returns'
+                " it exactly.\n</history_task_context>"
+            )
+
+        note = note_for(removed)
         need_head = first is not None and first.kind != "user"
         hist_tokens = sum(self.count(h) + 4 for h in history)
         while history and shrinker.total + hist_tokens > budget:
@@ -776,6 +779,17 @@ class OffloadService:
                 f" or canvas; files under {sess.scope.layout.root}."
             )
             total += self.count(guide_text) - old
+        extra = total - shrinker.total
+        if total > budget and shrinker.fit(budget - extra):
+            # What was added after the levels ran (the history head, the canvas, the guide)
+            # tipped it over: more of what may go goes (the note then counts them too).
+            outcome.level = "emergency"
+            if not history:  # the note counts what left, and the list starts with a user
+                old = self.count(head) + 4 if head else 0
+                removed = sum(len(u.items) for u in outcome.units if u.removed)
+                head = sign(note_for(removed), self.mark_key)
+                extra += self.count(head) + 4 - old
+            total = shrinker.total + extra
         # Nothing else may go: the system prompt, the tool schemas, the request and the canvas
         # are what the model needs to go on with the task. Said once (log, /health) per episode.
         self._note_fixed_over(sess, budget, int(total), outcome, system_tokens)

@@ -64,6 +64,7 @@ TASK_TEXT_CHARS = 8000  # of a task's first prompt, kept for L1.5 (session state
 # ~150 tokens with its paths, a canvas squeezed to its goal and newest step ~120, the history
 # note ~90) need ~400 of it; below 1,024 no conversation would fit beside them.
 MIN_TOKEN_BUDGET = 1024
+TURN_TEXT_CHARS = 20_000  # of the turn's prompt, to put it back when a host lost it
 MARK_KEY_FILE = ".mark-key"  # the key that signs our canvas / history messages (messages.sign)
 EmbedProvider = Callable[[], "boundaries.Embed | None"]
 
@@ -343,6 +344,7 @@ class OffloadService:
         if sess.state.get("last_prompt_hash") == digest:
             return
         sess.state["turn_prompt"] = " ".join(prompt[:2000].split())[:300]
+        sess.state["turn_text"] = prompt[:TURN_TEXT_CHARS]
         active = sess.state.get("active")
         act = (active, self._task_texts(sess, active)) if active else None
         others = [
@@ -716,6 +718,7 @@ class OffloadService:
             turn_prompt=sess.state.get("turn_prompt"),
             request_follows=follows,
         )
+        restored = False if follows else self._restore_request(sess, msgs, fmt)
         shrinker.build(msgs)
         outcome = shrinker.run()
         active = sess.state.get("active") or sess.state.get("previous")  # this call's steps
@@ -832,11 +835,30 @@ class OffloadService:
                 "tokenizer": self.tokens.name,
                 "over_budget": total > budget,
                 "fixed_tokens": outcome.fixed_tokens + system_tokens,
+                "request_restored": restored,
                 "canvas_tokens": self.count(block) + 4 if block else 0,
                 "guide_tokens": self.count(guide_text) if guide_text else 0,
                 "saved_tokens": int(input_tokens - total),
             },
         }
+
+    def _restore_request(self, sess: Session, msgs: list[Msg], fmt: str) -> bool:
+        """The turn's request back in the list when the host lost it (seen in Hermes 0.19.0:
+        after a compaction its live list lacked the turn's user message although the
+        compacted list held it). It goes right after the system messages, before the turn's
+        tool calls. ``msgs`` is changed in place."""
+        text = sess.state.get("turn_text")
+        # Only a list with no user message at all (ours aside): a list that has one is the
+        # host's own (a new turn whose prompt we were not told keeps its own request).
+        if not text or any(m.role == "user" for m in msgs):
+            return False
+        if not any(m.role == "assistant" for m in msgs):
+            return False  # nothing of a turn in it
+        at = 0
+        while at < len(msgs) and msgs[at].role == "system":
+            at += 1
+        msgs.insert(at, parse([user_message(text, fmt)], fmt)[0])
+        return True
 
     def _note_fixed_over(
         self, sess: Session, budget: int, total: int, outcome: Any, system_tokens: int

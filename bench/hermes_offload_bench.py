@@ -296,7 +296,9 @@ def system_cut(turns: list[tuple[str, list[dict[str, Any]]]]) -> int:
     return sum(1 for _, reqs in turns for r in reqs[1:] if reqs and system(r) != system(reqs[0]))
 
 
-def issue21(gw: GatewayProcess, tmp: Path, sessions: list[Session]) -> dict[str, Any]:
+def issue21(
+    gw: GatewayProcess, tmp: Path, sessions: list[Session], only: set[str] | None = None
+) -> dict[str, Any]:
     """The same replay and window through: verbatim (offload off, 128k window: nothing
     compacts), Hermes's built-in compressor (offload off, context_length 64000, the smallest
     window Hermes accepts; the fake LLM answers its summary calls), and our engine at budgets
@@ -319,6 +321,8 @@ def issue21(gw: GatewayProcess, tmp: Path, sessions: list[Session]) -> dict[str,
         ("ours_64k", True, 64_000, 128_000),
     ]
     for name, on, budget, window in runs:
+        if only and name not in only:
+            continue
         with FakeLLM() as llm:
             agent = ToolAgent(llm)
             home = make_home(tmp / "i21" / name, llm, gw.port, gw.data_dir, on, budget, window)
@@ -345,7 +349,7 @@ def issue21(gw: GatewayProcess, tmp: Path, sessions: list[Session]) -> dict[str,
                 figures["canvases"] = sum(len(list((p / "mmds").glob("*.mmd"))) for p in new)
             out["runs"][name] = figures
         print(f"  issue21 {name}: {json.dumps(figures)}", flush=True)
-    verbatim = out["runs"]["verbatim"]["tokens_sent"]
+    verbatim = out["runs"].get("verbatim", {}).get("tokens_sent")
     for f in out["runs"].values():
         f["saved_vs_verbatim"] = round(1 - f["tokens_sent"] / verbatim, 4) if verbatim else None
     return out
@@ -454,6 +458,7 @@ def main() -> None:
         action="store_true",
         help="only the issue 21 comparison: the 11 SWE sessions, Hermes's compressor vs ours",
     )
+    parser.add_argument("--issue21-runs", default="", help="comma-separated run names to redo")
     args = parser.parse_args()
     if not (hermes_venv() / "bin" / "hermes").exists():
         raise SystemExit(f"hermes-agent venv missing at {hermes_venv()} (make hosts)")
@@ -473,7 +478,8 @@ def main() -> None:
         try:
             if args.issue21:
                 swe = [s for s in load_sessions() if "airline" not in s.id]
-                result["issue21"] = issue21(gw, tmp, swe)
+                only = {x for x in args.issue21_runs.split(",") if x}
+                result["issue21"] = issue21(gw, tmp, swe, only or None)
                 save(result)
                 args.skip_replay = args.skip_overhead = True
             if not args.skip_replay:

@@ -79,6 +79,20 @@ SWE_FULL = [
     "trajectories_demonstrations_ctf_forensic",
 ]
 TAU = ["gpt-4o-airline-task2-trial1"]
+TASK = re.compile(r"ISSUE:\n(.*)|named \"([^\"]*)\"")
+
+
+def task_of(session: Session) -> str:
+    """A SWE-agent session's task: its issue's title line, or its CTF challenge's name (two
+    sessions solving the same issue are one task; the template around it differs)."""
+    prompt = next(text_of(m.get("content")) for m in session.messages if m.get("role") == "user")
+    m = TASK.search(prompt)
+    return m.group(0) if m else prompt[:300]
+
+
+def task_count(sessions: list[Session]) -> int:
+    """Distinct tasks of a replay (what one canvas per task must come to)."""
+    return len({task_of(s) for s in sessions})
 
 
 @dataclass
@@ -141,10 +155,22 @@ def write_text(path: Path, text: str) -> Path:
 
 
 def make_home(
-    tmp: Path, llm: FakeLLM, gw_port: int, data_dir: Path, offload: bool, budget: int
+    tmp: Path,
+    llm: FakeLLM,
+    gw_port: int,
+    data_dir: Path,
+    offload: bool,
+    budget: int,
+    window: int = 128_000,
 ) -> HermesHome:
     tmp.mkdir(parents=True, exist_ok=True)
     home = HermesHome.create(tmp, llm.base_url, gw_port)
+    if window != 128_000:  # the model's window as Hermes knows it (its compressor's trigger)
+        cfg = home.root / "config.yaml"
+        cfg.write_text(
+            cfg.read_text("utf-8").replace("context_length: 128000", f"context_length: {window}"),
+            "utf-8",
+        )
     home.data_dir = data_dir
     home.extra_env["MEMORY_TENCENTDB_AUTO_START"] = "0"
     switch_offload(home, offload, offload_token_budget=budget)
@@ -157,7 +183,9 @@ def run_turns(home: HermesHome, agent: ToolAgent, turns: list[Turn]) -> dict[str
     walls = []
     failures = []
     start = agent.mark()
+    turn_reqs: list[tuple[str, list[dict[str, Any]]]] = []
     for t in turns:
+        turn_start = agent.mark()
         agent.push(*t.steps)
         run, wall = chat(home, t.prompt, resume=session or None, timeout=600)
         walls.append(wall)
@@ -168,8 +196,17 @@ def run_turns(home: HermesHome, agent: ToolAgent, turns: list[Turn]) -> dict[str
         except AssertionError:
             failures.append("no session id")
         agent.clear()  # a turn Hermes ended early must not shift the next one
+        turn_reqs.append((t.prompt, agent.main_requests()[turn_start:]))
     reqs = agent.main_requests()[start:]
-    return {"requests": reqs, "walls": walls, "failures": failures}
+    with agent.fake._lock:
+        others = [r for r in agent.fake.requests if not r.get("tools")]
+    return {
+        "requests": reqs,
+        "turns": turn_reqs,
+        "side_requests": others,
+        "walls": walls,
+        "failures": failures,
+    }
 
 
 def token_figures(reqs: list[dict[str, Any]], budget: int) -> dict[str, Any]:
@@ -229,6 +266,92 @@ def replay(
     out["saved"] = round(1 - on / off, 4) if off else None
     off_m, on_m = out["off"]["message_tokens"], out["on"]["message_tokens"]
     out["saved_messages"] = round(1 - on_m / off_m, 4) if off_m else None
+    return out
+
+
+# --- issue 21: the real host, ours vs Hermes's own compressor ----------------------------
+
+
+def task_absent(turns: list[tuple[str, list[dict[str, Any]]]]) -> int:
+    """Requests whose turn's request (the user message the turn began with) is not in them."""
+    n = 0
+    for prompt, reqs in turns:
+        key = prompt.strip()[:200]
+        for r in reqs:
+            users = [
+                text_of(m.get("content")) for m in r.get("messages") or [] if m["role"] == "user"
+            ]
+            n += not any(u.startswith(key) for u in users)
+    return n
+
+
+def system_cut(turns: list[tuple[str, list[dict[str, Any]]]]) -> int:
+    """Requests whose system prompt differs from the first request of the same run."""
+
+    def system(r: dict[str, Any]) -> str:
+        return "\n".join(
+            text_of(m.get("content")) for m in r.get("messages") or [] if m["role"] == "system"
+        )
+
+    return sum(1 for _, reqs in turns for r in reqs[1:] if reqs and system(r) != system(reqs[0]))
+
+
+def issue21(
+    gw: GatewayProcess, tmp: Path, sessions: list[Session], only: set[str] | None = None
+) -> dict[str, Any]:
+    """The same replay and window through: verbatim (offload off, 128k window: nothing
+    compacts), Hermes's built-in compressor (offload off, context_length 64000, the smallest
+    window Hermes accepts; the fake LLM answers its summary calls), and our engine at budgets
+    12000 / 30000 / 64000 (MEMORY_TENCENTDB_OFFLOAD_TOKEN_BUDGET, window 128k)."""
+    turns: list[Turn] = []
+    for i, s in enumerate(sessions):
+        turns += replay_turns(s, f"s{i}", tmp / "i21" / "outputs")
+    out: dict[str, Any] = {
+        "sessions": [s.id for s in sessions],
+        "tasks": task_count(sessions),
+        "turns": len(turns),
+        "tool_calls": sum(len(st.get("tool_calls") or []) for t in turns for st in t.steps),
+        "runs": {},
+    }
+    runs = [
+        ("verbatim", False, 0, 128_000),
+        ("hermes_builtin_64k", False, 0, 64_000),
+        ("ours_12k", True, 12_000, 128_000),
+        ("ours_30k", True, 30_000, 128_000),
+        ("ours_64k", True, 64_000, 128_000),
+    ]
+    for name, on, budget, window in runs:
+        if only and name not in only:
+            continue
+        with FakeLLM() as llm:
+            agent = ToolAgent(llm)
+            home = make_home(tmp / "i21" / name, llm, gw.port, gw.data_dir, on, budget, window)
+            root = gw.data_dir / "offload"
+            before = set(root.iterdir()) if root.is_dir() else set()
+            t0 = time.monotonic()
+            got = run_turns(home, agent, turns)
+            limit = budget or window
+            figures = token_figures(got["requests"], limit)
+            figures.update(
+                budget=budget,
+                window=window,
+                wall_s=round(time.monotonic() - t0, 1),
+                failures=len(got["failures"]),
+                task_absent=task_absent(got["turns"]),
+                system_changed=system_cut(got["turns"]),
+                summary_calls=sum(
+                    1 for r in got["side_requests"] if "summar" in json.dumps(r).lower()
+                ),
+                compactions_ours=len(COMPACTION.findall(home.provider_log())) if on else 0,
+            )
+            if on:  # the scope this run's Hermes home made (one per home)
+                new = set((gw.data_dir / "offload").iterdir()) - before
+                figures["canvases"] = sum(len(list((p / "mmds").glob("*.mmd"))) for p in new)
+            out["runs"][name] = figures
+        print(f"  issue21 {name}: {json.dumps(figures)}", flush=True)
+    verbatim = out["runs"].get("verbatim", {}).get("tokens_sent")
+    for f in out["runs"].values():
+        f["saved_vs_verbatim"] = round(1 - f["tokens_sent"] / verbatim, 4) if verbatim else None
     return out
 
 
@@ -330,6 +453,12 @@ def main() -> None:
     )
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-replay", action="store_true")
+    parser.add_argument(
+        "--issue21",
+        action="store_true",
+        help="only the issue 21 comparison: the 11 SWE sessions, Hermes's compressor vs ours",
+    )
+    parser.add_argument("--issue21-runs", default="", help="comma-separated run names to redo")
     args = parser.parse_args()
     if not (hermes_venv() / "bin" / "hermes").exists():
         raise SystemExit(f"hermes-agent venv missing at {hermes_venv()} (make hosts)")
@@ -347,6 +476,12 @@ def main() -> None:
         tmp = Path(tmp_s)
         gw = GatewayProcess(tmp / "gw" / "data").start()
         try:
+            if args.issue21:
+                swe = [s for s in load_sessions() if "airline" not in s.id]
+                only = {x for x in args.issue21_runs.split(",") if x}
+                result["issue21"] = issue21(gw, tmp, swe, only or None)
+                save(result)
+                args.skip_replay = args.skip_overhead = True
             if not args.skip_replay:
                 result["replay"] = {
                     "swe_chained": replay(
@@ -373,7 +508,7 @@ def save(result: dict[str, Any]) -> None:
         previous = json.loads(RESULTS.read_text("utf-8"))
     except (OSError, ValueError):
         previous = {}
-    for part in ("replay", "overhead"):
+    for part in ("replay", "overhead", "issue21"):
         if part not in out and part in previous:
             out[part] = previous[part]
             out[f"{part}_from"] = previous.get(f"{part}_from") or {

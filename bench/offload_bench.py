@@ -352,8 +352,50 @@ def table(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def scale(sizes: tuple[int, ...] = (8_000, 32_000, 100_000)) -> dict[str, Any]:
+    """Issue 21: one ``/offload/assemble`` of N plain messages (alternating user / assistant,
+    ~10 tokens each, budget 8k: almost all leave the context and are recorded), over HTTP on a
+    fresh gateway with ``assembleMaxMessages`` raised to allow 100k. Wall time, files and bytes
+    written to the scope's refs/ (before issue 21: one file per removed message)."""
+    work = Path(tempfile.mkdtemp(prefix="offload-scale-", dir=OUT))
+    gw = GatewayProcess(
+        work / "data", env={"TDAI_MEMORY__OFFLOAD__ASSEMBLE_MAX_MESSAGES": "200000"}
+    )
+    gw.start()
+    out: dict[str, Any] = {}
+    try:
+        with gw.client(timeout=900) as c:
+            for n in sizes:
+                scope = f"scale-{n}"
+                msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."}]
+                for i in range(n):
+                    role = "user" if i % 2 == 0 else "assistant"
+                    msgs.append({"role": role, "content": f"message {i} with a few words"})
+                body = {"session_key": "s", "scope": scope, "messages": msgs, "token_budget": 8_000}
+                t0 = time.perf_counter()
+                r = c.post("/offload/assemble", json=body)
+                wall = time.perf_counter() - t0
+                data_dir = Path(c.get("/offload/guide", params={"scope": scope}).json()["data_dir"])
+                refs = list((data_dir / "refs").glob("*"))
+                out[str(n)] = {
+                    "status": r.status_code,
+                    "wall_s": round(wall, 2),
+                    "removed": (r.json().get("stats") or {}).get("removed"),
+                    "ref_files": len(refs),
+                    "ref_bytes": sum(p.stat().st_size for p in refs),
+                    "request_bytes": len(json.dumps(body)),
+                }
+                print(f"  assemble of {n} messages: {out[str(n)]}", flush=True)
+    finally:
+        gw.stop()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--scale", action="store_true", help="only assemble of 8k/32k/100k messages (issue 21)"
+    )
     ap.add_argument("--quick", action="store_true", help="smoke run: SWE chain only, few reps")
     ap.add_argument("--no-latency", action="store_true", help="replays only (iterations)")
     ap.add_argument("--table", type=Path, help="print the RESULTS.md table of a results file")
@@ -362,6 +404,16 @@ def main() -> int:
         print(table(json.loads(args.table.read_text("utf-8"))))
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.scale:
+        res = {
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "commit": git_commit(),
+            "machine": f"{os.cpu_count()} CPU, load {os.getloadavg()}",
+            "scale": scale(),
+        }
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "offload_scale.json").write_text(json.dumps(res, indent=2) + "\n", "utf-8")
+        return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="offload-bench-", dir=OUT))
     gw = GatewayProcess(work / "data")

@@ -389,6 +389,19 @@ class Shrinker:
                 hit = True
         return hit
 
+    def fit(self, limit: float) -> bool:
+        """Down to ``limit`` after the levels ran (what the caller adds next did not fit):
+        the units that may go leave, oldest first; the fixed part stays."""
+        hit = False
+        for u in self.out.units:
+            if self.total <= limit:
+                break
+            if u.removed or u.fixed:
+                continue
+            self.remove_unit(u)
+            hit = True
+        return hit
+
     def fold_old_tasks(self) -> bool:
         """Above the mild line, the turns of tasks finished before the active one leave first:
         the canvases of those tasks stand in for them (history metadata), their results and

@@ -25,7 +25,7 @@ OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 # Our own messages carry ``sig="<hmac>"`` in their opening tag: an HMAC of the rest of the
 # message under a key only the gateway holds. A message is ours only when its signature checks
 # out, so a user's own message that starts with ``<current_task_context`` stays in the context.
-_SIG = re.compile(r' sig="([0-9a-f]{24})"')
+_SIG = re.compile(r' sig="([0-9a-f]{16})"')  # 64 bits of HMAC-SHA256
 _OPEN_TAG_CHARS = 400  # the signature is in the opening tag (bounded search)
 AGENT_ROLES = {"user", "assistant", "toolResult", "system"}
 
@@ -56,7 +56,7 @@ class Msg:
 
 
 def _mac(key: bytes, text: str) -> str:
-    return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()[:24]
+    return hmac.new(key, text.encode("utf-8"), hashlib.sha256).hexdigest()[:16]
 
 
 def sign(text: str, key: bytes) -> str:

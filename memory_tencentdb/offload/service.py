@@ -64,6 +64,7 @@ TASK_TEXT_CHARS = 8000  # of a task's first prompt, kept for L1.5 (session state
 # ~150 tokens with its paths, a canvas squeezed to its goal and newest step ~120, the history
 # note ~90) need ~400 of it; below 1,024 no conversation would fit beside them.
 MIN_TOKEN_BUDGET = 1024
+TURN_TEXT_CHARS = 20_000  # of the turn's prompt, to put it back when a host lost it
 MARK_KEY_FILE = ".mark-key"  # the key that signs our canvas / history messages (messages.sign)
 EmbedProvider = Callable[[], "boundaries.Embed | None"]
 
@@ -344,6 +345,7 @@ class OffloadService:
         if sess.state.get("last_prompt_hash") == digest:
             return
         sess.state["turn_prompt"] = " ".join(prompt[:2000].split())[:300]
+        sess.state["turn_text"] = prompt[:TURN_TEXT_CHARS]
         active = sess.state.get("active")
         act = (active, self._task_texts(sess, active)) if active else None
         others = [
@@ -555,7 +557,9 @@ class OffloadService:
         the newest that fit ``max_tokens``, with short labels. The file keeps every node."""
         text = sess.canvas_text(name)
         meta = canvas.parse_meta(text)
-        goal = canvas.goal_text(meta.task_goal, 160)  # escaped: host/model text
+        goal = canvas.goal_text(
+            meta.task_goal, 160 if left else 100
+        )  # escaped; compact: ~25 tokens
         n = len(shown)
         floor = min(1, n)  # at least the newest step, even when squeezed
         while True:
@@ -636,7 +640,7 @@ class OffloadService:
     def _pending_block(self, goal: str) -> tuple[str, dict]:
         """A new task before its first step: its goal (no canvas file yet; the previous
         task's canvas is not shown as if it were this one's)."""
-        goal = _clip(goal, 160)
+        goal = canvas.goal_text(goal, 160)  # escaped: the prompt is the host's text
         block = sign(
             f'<current_task_context file="(new task)">\nGoal: {goal}\n'
             "No step of this task yet.\n</current_task_context>",
@@ -714,6 +718,7 @@ class OffloadService:
             turn_prompt=sess.state.get("turn_prompt"),
             request_follows=follows,
         )
+        restored = False if follows else self._restore_request(sess, msgs, fmt)
         shrinker.build(msgs)
         outcome = shrinker.run()
         active = sess.state.get("active") or sess.state.get("previous")  # this call's steps
@@ -741,12 +746,16 @@ class OffloadService:
         )
         first = next((u for u in outcome.units if not u.removed and u.kind != "system"), None)
         removed = sum(len(u.items) for u in outcome.units if u.removed)
-        note = (
-            f'<history_task_context mode="offloaded">\n{removed} earlier messages of this'
-            " conversation left the context, each kept with its id in"
-            f' {sess.journal_path}: {guide.TOOL_NAME} {{"tool_call_id": "<id>"}} returns'
-            " it exactly.\n</history_task_context>"
-        )
+
+        def note_for(n: int) -> str:
+            return (
+                f'<history_task_context mode="offloaded">\n{n} earlier messages of this'
+                " conversation left the context, each kept with its id in"
+                f' {sess.journal_path}: {guide.TOOL_NAME} {{"tool_call_id": "<id>"}} returns'
+                " it exactly.\n</history_task_context>"
+            )
+
+        note = note_for(removed)
         need_head = first is not None and first.kind != "user"
         hist_tokens = sum(self.count(h) + 4 for h in history)
         while history and shrinker.total + hist_tokens > budget:
@@ -773,6 +782,17 @@ class OffloadService:
                 f" or canvas; files under {sess.scope.layout.root}."
             )
             total += self.count(guide_text) - old
+        extra = total - shrinker.total
+        if total > budget and shrinker.fit(budget - extra):
+            # What was added after the levels ran (the history head, the canvas, the guide)
+            # tipped it over: more of what may go goes (the note then counts them too).
+            outcome.level = "emergency"
+            if not history:  # the note counts what left, and the list starts with a user
+                old = self.count(head) + 4 if head else 0
+                removed = sum(len(u.items) for u in outcome.units if u.removed)
+                head = sign(note_for(removed), self.mark_key)
+                extra += self.count(head) + 4 - old
+            total = shrinker.total + extra
         # Nothing else may go: the system prompt, the tool schemas, the request and the canvas
         # are what the model needs to go on with the task. Said once (log, /health) per episode.
         self._note_fixed_over(sess, budget, int(total), outcome, system_tokens)
@@ -815,11 +835,30 @@ class OffloadService:
                 "tokenizer": self.tokens.name,
                 "over_budget": total > budget,
                 "fixed_tokens": outcome.fixed_tokens + system_tokens,
+                "request_restored": restored,
                 "canvas_tokens": self.count(block) + 4 if block else 0,
                 "guide_tokens": self.count(guide_text) if guide_text else 0,
                 "saved_tokens": int(input_tokens - total),
             },
         }
+
+    def _restore_request(self, sess: Session, msgs: list[Msg], fmt: str) -> bool:
+        """The turn's request back in the list when the host lost it (seen in Hermes 0.19.0:
+        after a compaction its live list lacked the turn's user message although the
+        compacted list held it). It goes right after the system messages, before the turn's
+        tool calls. ``msgs`` is changed in place."""
+        text = sess.state.get("turn_text")
+        # Only a list with no user message at all (ours aside): a list that has one is the
+        # host's own (a new turn whose prompt we were not told keeps its own request).
+        if not text or any(m.role == "user" for m in msgs):
+            return False
+        if not any(m.role == "assistant" for m in msgs):
+            return False  # nothing of a turn in it
+        at = 0
+        while at < len(msgs) and msgs[at].role == "system":
+            at += 1
+        msgs.insert(at, parse([user_message(text, fmt)], fmt)[0])
+        return True
 
     def _note_fixed_over(
         self, sess: Session, budget: int, total: int, outcome: Any, system_tokens: int

@@ -314,3 +314,27 @@ def test_too_many_messages_is_413_naming_the_limit_before_anything_is_written(cl
     )  # fmt: skip
     assert r.status_code == 413 and str(MAX_MESSAGES) in r.json()["error"], r.text[:300]
     assert not scope_dir(client, scope).exists()
+
+
+def test_a_request_the_host_lost_is_put_back(client, scope):
+    """Hermes 0.19.0, after a compaction: its live list held no user message any more (the
+    compacted list had the request). The gateway knows the turn's prompt and puts it back."""
+    key = "lost-request"
+    request = "Find why test_timedelta fails and fix fields.py. 修复它。"
+    msgs = [SYSTEM, {"role": "user", "content": request}, call(1, "pytest -x"), result(1, "F\n")]
+    assemble(client, scope, key, msgs, 60_000, prompt=request)
+    lost = [SYSTEM, call(1, "pytest -x"), result(1, "F\n"), call(2, "cat fields.py")]
+    lost.append(result(2, "x = 1\n"))
+    out = assemble(client, scope, key, lost, 60_000)
+    sent = out["messages"]
+    assert sent[0] == SYSTEM and out["stats"]["request_restored"] is True
+    users = [text(m) for m in sent if m["role"] == "user" and not text(m).startswith("<")]
+    assert users == [request]
+    assert [m["role"] for m in sent if not text(m).startswith("<")] == [
+        "system", "user", "assistant", "tool", "assistant", "tool"
+    ]  # fmt: skip
+    # A new turn's list keeps its own request (we were not told its prompt): nothing added.
+    other = [SYSTEM, {"role": "user", "content": "another question"}, call(3, "ls"), result(3, "")]
+    out = assemble(client, scope, key, other, 60_000)
+    assert out["stats"]["request_restored"] is False
+    assert [text(m) for m in out["messages"] if m["role"] == "user"][-1] == "another question"

@@ -57,6 +57,10 @@ _FIELDS: dict[str, tuple[tuple[str, ...], Any, type, float | None, float | None]
     "host_llm": (("MEMORY_TENCENTDB_HOST_LLM",), True, bool, None, None),
 }
 
+# The gateway's floor for /offload/assemble's token_budget (a 422 below it): the system prompt,
+# the turn's request and the canvas need at least this much.
+OFFLOAD_MIN_BUDGET = 1024
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _KIND_NAMES = {int: "a whole number", float: "a number of seconds", bool: "true or false"}
@@ -104,6 +108,11 @@ def parse_value(key: str, raw: Any) -> Any:
         raise ValueError(f"{key}: {raw!r} is not {what}{span}") from None
     if (low is not None and value < low) or (high is not None and value > high):
         raise ValueError(f"{key}: {_num(value)} is out of range ({_num(low)} to {_num(high)})")
+    if key == "offload_token_budget" and 0 < value < OFFLOAD_MIN_BUDGET:
+        raise ValueError(
+            f"{key}: {value} is below {OFFLOAD_MIN_BUDGET}, the least the gateway assembles a"
+            " request in (0 = the model's context length)"
+        )
     return value
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .client import GatewayNotOurs, GatewayRejected, GatewayUnavailable
-from .config import Settings
+from .config import OFFLOAD_MIN_BUDGET, Settings
 from .link import Gateway
 from .state import shared
 from .supervisor import NOT_OURS, STARTING
@@ -320,7 +320,7 @@ def assemble(
     body: dict[str, Any] = {
         **target.base(),
         "messages": messages,
-        "token_budget": max(256, int(token_budget)),
+        "token_budget": max(OFFLOAD_MIN_BUDGET, int(token_budget)),
         "system_tokens": max(0, int(system_tokens)),
         "format": "openai",
     }

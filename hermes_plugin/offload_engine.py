@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from . import offload
-from .config import Settings
+from .config import OFFLOAD_MIN_BUDGET, Settings
 from .link import connect
 from .ownership import default_scope
 
@@ -220,7 +220,7 @@ class OffloadEngine(ContextEngine):
             left = deadline - (time.monotonic() - t0)
             if not isinstance(size, int | float) or left < 0.5:
                 break
-            tighter = max(256, int(size / FORCE_LEVEL))
+            tighter = max(OFFLOAD_MIN_BUDGET, int(size / FORCE_LEVEL))
             again = offload.assemble(target, messages, tighter, left, system_tokens=overhead)
             if again is None:
                 break

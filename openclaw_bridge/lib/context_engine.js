@@ -28,7 +28,7 @@ export const TRANSCRIPT_SEMANTICS = Object.freeze({
 const CANVAS_MARK = "<current_task_context";
 const MARKERS = [CANVAS_MARK, "<history_task_context"];
 const ROLES = new Set(["user", "assistant", "toolResult"]);
-const MIN_BUDGET = 256; // the gateway refuses less
+const MIN_BUDGET = 1024; // the gateway refuses less (422 naming token_budget)
 
 /**
  * What the engine did, per session, shared by every registration of this process (register()

@@ -357,7 +357,7 @@ test("engine assemble: a tiny budget is raised to the gateway's minimum; no budg
   const engine = engineOf(await bridge());
   const { event } = assembleCall(1);
   await engine.assemble({ ...event, tokenBudget: 10 });
-  assert.equal(stub.requests[0].body.token_budget, 256);
+  assert.equal(stub.requests[0].body.token_budget, 1024);
   reset();
   for (const p of [{ ...event, tokenBudget: undefined }, { ...event, sessionKey: undefined, sessionId: undefined }, {}, undefined]) {
     const out = await engine.assemble(p);

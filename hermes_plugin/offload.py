@@ -135,6 +135,10 @@ class View:
     gateway_tokens: int = 0  # the gateway's count of the last transcript it saw (0: none yet)
     compress_floor: int = 0  # what the last compaction got down to (it cannot fold below)
     refreshes: int = 0
+    # The turn's request as the gateway put it back (``stats.request_restored``): Hermes 0.19.0
+    # can drop it from its live list after a compaction, so the calls that do not ask the
+    # gateway (nothing changed, or it did not answer in time) put it back too.
+    restored_request: dict[str, Any] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -480,6 +484,19 @@ def learn(view: View, sent: list[Any], answer: dict[str, Any]) -> None:
             if cid in before and isinstance(content, str) and content != before[cid]:
                 view.stubs[cid] = content
     view.canvas_block = block
+    restored = bool((answer.get("stats") or {}).get("request_restored"))
+    view.restored_request = next(
+        (m for m in answer.get("messages") or [] if restored and _hosts_user_message(m)), None
+    )
+
+
+def _hosts_user_message(m: Any) -> bool:
+    """A user message that is neither our canvas nor our history note."""
+    if not isinstance(m, dict) or m.get("role") != "user":
+        return False
+    content = m.get("content")
+    text = content.lstrip() if isinstance(content, str) else ""
+    return not text.startswith((CANVAS_MARK, HISTORY_MARK))
 
 
 def apply(view: View, messages: list[Any]) -> list[Any]:
@@ -493,6 +510,11 @@ def apply(view: View, messages: list[Any]) -> list[Any]:
             if stub is not None and m.get("content") != stub:
                 m = {**m, "content": stub}
         out.append(m)
+    if view.restored_request is not None and not any(_hosts_user_message(m) for m in out):
+        at = 0
+        while at < len(out) and isinstance(out[at], dict) and out[at].get("role") == "system":
+            at += 1
+        out.insert(at, view.restored_request)
     if view.canvas_block:
         at = len(out)
         for i in range(len(out) - 1, -1, -1):

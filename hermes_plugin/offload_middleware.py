@@ -163,8 +163,11 @@ def _refresh(
         view.dirty = False
         if view.pending_prompt == prompt:
             view.pending_prompt = ""
-    if answer.get("level") in LEVELS_THAT_REPLACE:
-        return answer["messages"]  # past the mild levels: the gateway's list for this call
+    stats = answer.get("stats") if isinstance(answer.get("stats"), dict) else {}
+    if answer.get("level") in LEVELS_THAT_REPLACE or stats.get("request_restored"):
+        # Past the mild levels, or Hermes's list lost the turn's request (after a compaction
+        # its live list can hold only our notes): the gateway's list for this call.
+        return answer["messages"]
     return messages
 
 

@@ -848,9 +848,20 @@ class OffloadService:
         compacted list held it). It goes right after the system messages, before the turn's
         tool calls. ``msgs`` is changed in place."""
         text = sess.state.get("turn_text")
-        # Only a list with no user message at all (ours aside): a list that has one is the
-        # host's own (a new turn whose prompt we were not told keeps its own request).
-        if not text or any(m.role == "user" for m in msgs):
+
+        # Only a list with no user message of the host's (our own signed notes do not count:
+        # after a Hermes compaction its list held our history note and no request): a list
+        # that has one is the host's own (a new turn whose prompt we were not told keeps its
+        # own request).
+        # A note that only looks like ours (its signature not checking, e.g. the host
+        # re-wrapped it) does not count either: the worst a forged one can do is have the
+        # turn's own request put back.
+        def the_hosts(m: Msg) -> bool:
+            return m.role == "user" and not (
+                m.ours or m.text.lstrip().startswith((CANVAS_MARK, HISTORY_MARK))
+            )
+
+        if not text or any(the_hosts(m) for m in msgs):
             return False
         if not any(m.role == "assistant" for m in msgs):
             return False  # nothing of a turn in it

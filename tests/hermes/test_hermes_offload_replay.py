@@ -117,10 +117,12 @@ def test_replay_keeps_the_task_within_budget_one_canvas_per_task(
     assert len(scope_dirs) == 1, scope_dirs
     canvases = sorted(f.name for f in (scope_dirs[0] / "mmds").glob("*.mmd"))
     assert len(canvases) == task_count(sessions), canvases
-    if absent:
-        # Seen at 30000 (harness run of 19:52 UTC, 2026-12-04): the gateway's compaction answer
-        # kept the request ([history note, request]; its journal has no row for it: never
-        # removed), yet from the next model call on Hermes's live list lacked it. Hermes's side
-        # (its in-place compaction and turn bookkeeping) or the plugin's engine; open, see the
-        # issue 21 report.
-        pytest.xfail(f"the turn's user message absent after a Hermes compaction: {absent[:5]}")
+    # Hermes 0.19.0 drops the turn's request from its live list after a compaction (its list
+    # then holds only our notes); the gateway puts it back (stats.request_restored) and the
+    # plugin sends that list, and re-inserts it on the calls that do not ask the gateway.
+    if absent and budget < 20_000:
+        # At 12k the fixed part alone (system prompt + ~13k of tool schemas) is over budget and
+        # every call is at the emergency level; 13 of ~60 requests of this replay still lack the
+        # request there (2026-12-04; 30k and 64k: none). Open, see bench/RESULTS.md "Issue 21".
+        pytest.xfail(f"12k: the turn's user message absent in {len(absent)} requests")
+    assert not absent, f"the turn's user message absent: {absent[:5]} of {len(absent)}"

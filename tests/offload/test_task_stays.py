@@ -333,6 +333,17 @@ def test_a_request_the_host_lost_is_put_back(client, scope):
     assert [m["role"] for m in sent if not text(m).startswith("<")] == [
         "system", "user", "assistant", "tool", "assistant", "tool"
     ]  # fmt: skip
+    # Hermes's live list after a compaction: our history note is its only user message.
+    note = (
+        '<history_task_context mode="offloaded">\n4 earlier messages left.\n</history_task_context>'
+    )
+    noted = [SYSTEM, {"role": "user", "content": note}, call(4, "ls"), result(4, "a\n")]
+    out = assemble(client, scope, key, noted, 60_000)
+    assert out["stats"]["request_restored"] is True
+    users = [
+        text(m) for m in out["messages"] if m["role"] == "user" and not text(m).startswith("<")
+    ]
+    assert users == [request]
     # A new turn's list keeps its own request (we were not told its prompt): nothing added.
     other = [SYSTEM, {"role": "user", "content": "another question"}, call(3, "ls"), result(3, "")]
     out = assemble(client, scope, key, other, 60_000)

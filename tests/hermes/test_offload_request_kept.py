@@ -1,0 +1,40 @@
+"""The plugin keeps the turn's request in every call once the gateway had to put it back.
+
+Hermes 0.19.0 can drop the turn's user message from its live list after a compaction (the list
+then holds only our notes). The gateway puts it back (``stats.request_restored``); the plugin
+remembers it and re-inserts it on the calls that do not ask the gateway (nothing changed, or
+the gateway did not answer in time), and stops once Hermes's own list holds a request again.
+"""
+
+from __future__ import annotations
+
+from hermes_plugin import offload
+
+SYSTEM = {"role": "system", "content": "You are Hermes."}
+REQUEST = {"role": "user", "content": "修复 fields.py 里的 TimeDelta 精度问题 (fix it)."}
+NOTE = {
+    "role": "user",
+    "content": '<history_task_context mode="offloaded">\n3 left.\n</history_task_context>',
+}
+CALL = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "terminal", "arguments": "{}"}}]}  # fmt: skip
+RESULT = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+
+
+def test_a_restored_request_is_put_back_on_calls_without_the_gateway() -> None:
+    view = offload.View()
+    answer = {"level": "mild", "messages": [SYSTEM, REQUEST, NOTE, CALL, RESULT],
+              "stats": {"request_restored": True}}  # fmt: skip
+    offload.learn(view, [SYSTEM, NOTE, CALL, RESULT], answer)
+    sent = offload.apply(view, [SYSTEM, NOTE, CALL, RESULT])
+    assert [m.get("content") for m in sent if m["role"] == "user"][:1] == [REQUEST["content"]]
+    assert sent[0] == SYSTEM and sent[1] == REQUEST
+    # Hermes's list holds a request of its own again: nothing is added.
+    other = {"role": "user", "content": "a new question"}
+    sent = offload.apply(view, [SYSTEM, other])
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["a new question"]
+    # The gateway answered without a restore: forgotten.
+    offload.learn(
+        view, [SYSTEM, other], {"level": "none", "messages": [SYSTEM, other], "stats": {}}
+    )
+    assert offload.apply(view, [SYSTEM, NOTE, CALL, RESULT])[1] == NOTE

@@ -115,14 +115,16 @@ test("fallback to legacy: one log line, /health offload.hosts + degraded while i
   const api = await bridge();
   const { event, ctx } = inSession("before_prompt_build", sessionKey)[1];
   await api.fire("before_prompt_build", event, live(ctx)); // no engine call before it: fallback
+  // Reported for the agent's own scope: keyed "<scope>/openclaw" (bare "openclaw" is the default scope).
+  const report = (health) => Object.entries(health.offload.hosts).find(([k]) => k === "openclaw" || k.endsWith("/openclaw"))?.[1];
   let h = await health();
-  assert.match(h.offload.hosts.openclaw.fallback, /did not call it/);
+  assert.match(report(h).fallback, /did not call it/);
   assert.ok(h.degraded.some((d) => /memory-tencentdb/.test(d)));
   assert.equal(api.logs.filter((l) => /is not in use/.test(l.message)).length, 1);
 
   await api.engines.get(PLUGIN)({}).assemble(inSession("engine.assemble", sessionKey)[5].event);
   await api.fire("before_prompt_build", event, live(ctx));
   h = await health();
-  assert.equal(h.offload.hosts.openclaw.fallback, null);
+  assert.equal(report(h).fallback, null);
   assert.ok(!h.degraded.some((d) => /memory-tencentdb/.test(d)));
 });

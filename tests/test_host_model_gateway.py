@@ -37,14 +37,16 @@ FAST = {
     "TDAI_LLM__HOST_REST_SECONDS": "1",
     "TDAI_LLM_TIMEOUT_MS": "1500",  # not "configured": only the tasks' deadline
 }
+# The model's wording differs from what the rules store for the same sentence (third person since
+# issue 23: "The user's favourite colour is teal."), so its redo is an update of the rules' memory.
 FACTS_A = [
     Fact("cello", "The user plays the cello every Sunday.", "cello"),
     Fact("Oslo", "The user's sister lives in Oslo.", "Oslo"),
-    Fact("teal", "The user's favourite colour is teal.", "teal"),
-    Fact("B-17", "The user's parking spot is B-17.", "B-17"),
-    Fact("bicycle", "The user's bicycle is red.", "bicycle"),
-    Fact("Lisbon", "The user flies to Lisbon in May.", "Lisbon"),
-    Fact("Kyoto", "The user studied in Kyoto.", "Kyoto"),
+    Fact("teal", "The user likes the colour teal best.", "teal"),
+    Fact("B-17", "The user parks in spot B-17.", "B-17"),
+    Fact("bicycle", "The user rides a red bicycle.", "bicycle"),
+    Fact("Lisbon", "The user has a trip to Lisbon in May.", "Lisbon"),
+    Fact("Kyoto", "The user went to university in Kyoto.", "Kyoto"),
 ]
 FACTS_B = [Fact("成都", "用户住在成都。", "成都"), Fact("花生", "用户对花生过敏。", "花生")]
 

@@ -151,19 +151,21 @@ def test_two_principals_each_model_gets_only_its_own_homes_conversations(tmp_pat
             gw.stop()
 
 
+# The model's wording differs from what the rules store for the same sentence (third person since
+# issue 23), so "redone" means the model's version, not the rules' one that reads the same.
 FAILING = [
     (
         "429",
         "I keep my bike in shed three.",
-        Fact("shed three", "The user's bike is in shed three.", "shed"),
+        Fact("shed three", "The user parks the bike in shed three.", "shed"),
     ),
-    ("500", "我的车位是B-17。", Fact("B-17", "用户的车位是B-17。", "B-17")),
+    ("500", "我的车位是B-17。", Fact("B-17", "用户停车的位置是B-17车位。", "B-17")),
     (
         "malformed",
         "I fly to Lisbon in May.",
-        Fact("Lisbon", "The user flies to Lisbon in May.", "Lisbon"),
+        Fact("Lisbon", "The user has a trip to Lisbon in May.", "Lisbon"),
     ),
-    ("slow", "我在京都读过书。", Fact("京都", "用户在京都读过书。", "京都")),
+    ("slow", "我在京都读过书。", Fact("京都", "用户曾在京都求学。", "京都")),
 ]
 
 

@@ -189,12 +189,10 @@ def _recall(
     return result
 
 
-def _relevant_in(
-    store: Store, vectorizer: Vectorizer, cfg: Any, scope: str, clean: str
-) -> tuple[list[tuple[int, float]], dict[int, Memory], str, dict[str, Any]]:
-    """One scope's candidates that pass the relevance cut, their rows, the strategy that ran
-    and the cut's summary."""
-    hits = retrieve(
+def candidates(store: Store, vectorizer: Vectorizer, cfg: Any, scope: str, clean: str) -> Any:
+    """One scope's L1 candidates for a recall, before the relevance cut (also what the Memory
+    Hub's "recall explained" shows)."""
+    return retrieve(
         store,
         vectorizer,
         "l1",
@@ -204,6 +202,14 @@ def _relevant_in(
         depth=max(cfg.max_results * 3, 20),
         score_threshold=cfg.score_threshold,
     )
+
+
+def _relevant_in(
+    store: Store, vectorizer: Vectorizer, cfg: Any, scope: str, clean: str
+) -> tuple[list[tuple[int, float]], dict[int, Memory], str, dict[str, Any]]:
+    """One scope's candidates that pass the relevance cut, their rows, the strategy that ran
+    and the cut's summary."""
+    hits = candidates(store, vectorizer, cfg, scope, clean)
     # What ran: with the models not (yet) usable an empty answer was keyword-only.
     ran = cfg.strategy if vectorizer.state == "ready" else "keyword"
     strategy = hits.strategy if hits.ranked else ran

@@ -3,7 +3,7 @@ injected or cut.
 
 The answer a host gets is the real one (``Engine.recall``, the same call ``POST /recall``
 makes). The per-candidate explanation reruns the same retrieval and the same relevance cut
-(``recall.relevant_hits``) beside it, read-only, and words the evidence each candidate carried
+(``recall.candidates`` and ``recall.relevant_hits``) beside it, read-only, and words the evidence each candidate carried
 against the cut's thresholds. Which candidates went in is always taken from the real answer, so
 the explanation can never claim an injection that did not happen (a recall that timed out marks
 every candidate ``timeout``: the host got nothing, whatever the cut would have said). ``recall.py`` is not changed:
@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from memory_tencentdb import recall as recall_service
-from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.text.sanitize import clean_captured, clip_query
 
 SHOWN = 20  # candidates explained per scope (the cut looks at more; these are the best)
@@ -66,16 +65,7 @@ def _scope_candidates(
 ) -> dict[str, Any]:
     cfg = engine.settings.memory.recall
     store, vectorizer = engine.store, engine.vectorizer
-    hits = retrieve(
-        store,
-        vectorizer,
-        "l1",
-        scope,
-        clean,
-        cfg.strategy,
-        depth=max(cfg.max_results * 3, 20),
-        score_threshold=cfg.score_threshold,
-    )
+    hits = recall_service.candidates(store, vectorizer, cfg, scope, clean)
     rows = store.l1_rows([r for r, _ in hits.ranked])
     standing = {r for r, row in rows.items() if row.type == "instruction"}
     kept, summary = recall_service.relevant_hits(hits, cfg.max_results, standing, clean)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,10 @@ log = logging.getLogger("hermes_memory_tencentdb")
 READ_TOOL = "memory_tencentdb_offload_read"
 CANVAS_MARK = "<current_task_context"
 HISTORY_MARK = "<history_task_context"
+# The gateway signs its marker messages in their opening tag (memory_tencentdb.offload.messages):
+# 64 bits of HMAC-SHA256 as 16 hex digits, looked for in a bounded head of the message.
+_SIG = re.compile(r' sig="[0-9a-f]{16}"')
+_OPEN_TAG_CHARS = 400
 # The gateway's thresholds (memory.offload defaults): compaction at the aggressive level,
 # the gateway's own stubbing of kept results from the mild level on.
 COMPRESS_RATIO = 0.85
@@ -448,10 +453,27 @@ def _page(out: dict[str, Any], field: str, asked: int, size: int, again: dict[st
 
 
 def is_canvas(m: Any) -> bool:
+    """Our canvas message: the mark and the gateway's signature in its opening tag.
+
+    A user's own message that merely starts like a canvas carries no signature and stays. The
+    plugin cannot check the signature (the key stays with the gateway); the gateway does, and a
+    forged one only drops the forger's own message from the forger's own context.
+    """
+    return _signed_marker(m, (CANVAS_MARK,))
+
+
+def _signed_marker(m: Any, marks: tuple[str, ...]) -> bool:
     if not isinstance(m, dict) or m.get("role") != "user":
         return False
     content = m.get("content")
-    return isinstance(content, str) and content.lstrip().startswith(CANVAS_MARK)
+    if not isinstance(content, str):
+        return False
+    text = content.lstrip()
+    if not text.startswith(marks):
+        return False
+    head = text[:_OPEN_TAG_CHARS]
+    end = head.find(">")
+    return end > 0 and _SIG.search(head, 0, end) is not None
 
 
 def learn(view: View, sent: list[Any], answer: dict[str, Any]) -> None:
@@ -491,12 +513,10 @@ def learn(view: View, sent: list[Any], answer: dict[str, Any]) -> None:
 
 
 def _hosts_user_message(m: Any) -> bool:
-    """A user message that is neither our canvas nor our history note."""
+    """A user message that is neither our canvas nor our history note (signed, see is_canvas)."""
     if not isinstance(m, dict) or m.get("role") != "user":
         return False
-    content = m.get("content")
-    text = content.lstrip() if isinstance(content, str) else ""
-    return not text.startswith((CANVAS_MARK, HISTORY_MARK))
+    return not _signed_marker(m, (CANVAS_MARK, HISTORY_MARK))
 
 
 def apply(view: View, messages: list[Any]) -> list[Any]:

@@ -278,11 +278,22 @@ export function splitForGateway(messages) {
   return { dialogue, others };
 }
 
+// The gateway signs its marker messages in their opening tag (16 hex digits of HMAC-SHA256); a
+// user's own message that merely starts like one carries no signature and stays in the context.
+// The key stays with the gateway, which checks the signature itself.
+const SIGNATURE = / sig="[0-9a-f]{16}"/;
+const OPEN_TAG_CHARS = 400;
+
 export function isMarker(message, marks = MARKERS) {
   if (!message || message.role !== "user") return false;
   const content = message.content;
   const first = typeof content === "string" ? content : Array.isArray(content) ? content.find((b) => b?.type === "text")?.text : "";
-  return typeof first === "string" && marks.some((m) => first.trimStart().startsWith(m));
+  if (typeof first !== "string") return false;
+  const text = first.trimStart();
+  if (!marks.some((m) => text.startsWith(m))) return false;
+  const head = text.slice(0, OPEN_TAG_CHARS);
+  const end = head.indexOf(">");
+  return end > 0 && SIGNATURE.test(head.slice(0, end));
 }
 
 /** An answer the host can use: AgentMessages, every tool result after a call with its id. */

@@ -14,7 +14,7 @@ SYSTEM = {"role": "system", "content": "You are Hermes."}
 REQUEST = {"role": "user", "content": "修复 fields.py 里的 TimeDelta 精度问题 (fix it)."}
 NOTE = {
     "role": "user",
-    "content": '<history_task_context mode="offloaded">\n3 left.\n</history_task_context>',
+    "content": '<history_task_context mode="offloaded" sig="0123456789abcdef">\n3 left.\n</history_task_context>',
 }
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
         "function": {"name": "terminal", "arguments": "{}"}}]}  # fmt: skip
@@ -38,3 +38,14 @@ def test_a_restored_request_is_put_back_on_calls_without_the_gateway() -> None:
         view, [SYSTEM, other], {"level": "none", "messages": [SYSTEM, other], "stats": {}}
     )
     assert offload.apply(view, [SYSTEM, NOTE, CALL, RESULT])[1] == NOTE
+
+
+def test_a_users_own_message_that_starts_like_a_canvas_stays() -> None:
+    """Only the gateway's signed blocks are ours: a look-alike the user typed is the request."""
+    view = offload.View()
+    mine = {"role": "user", "content": "<current_task_context> 这是我自己的文字 / my own words"}
+    sent = offload.apply(view, [SYSTEM, mine])
+    assert sent == [SYSTEM, mine]
+    assert not offload.is_canvas(mine)
+    signed = {"role": "user", "content": '<current_task_context sig="0123456789abcdef">x'}
+    assert offload.is_canvas(signed)

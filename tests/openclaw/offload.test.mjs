@@ -18,7 +18,7 @@ const SLOT = { plugins: { slots: { contextEngine: PLUGIN } } };
 const manifest = JSON.parse(readFileSync(join(BRIDGE_DIR, "openclaw.plugin.json"), "utf8"));
 
 const STUB_TEXT = "[offloaded: recorder_big_output 6000 chars | memory_tencentdb_offload_read {\"tool_call_id\": \"call_big_en\"}]";
-const CANVAS = '<current_task_context file="001-build.mmd">\nCanvas of the active task\n```mermaid\nflowchart TD\n```\n</current_task_context>';
+const CANVAS = '<current_task_context file="001-build.mmd" sig="0123456789abcdef">\nCanvas of the active task\n```mermaid\nflowchart TD\n```\n</current_task_context>';
 const GUIDE = "## Context offload\nCall memory_tencentdb_offload_read for originals.";
 
 // What a healthy gateway answers, per route. Assemble hands the messages back with one canvas
@@ -317,6 +317,15 @@ test("engine assemble: our earlier canvas is removed before the gateway adds one
   const note = { role: "user", content: [{ type: "text", text: '<history_task_context mode="offloaded">\n5 earlier messages left\n</history_task_context>' }], timestamp: 2 };
   await engine.assemble({ ...event, messages: [note, ...event.messages] });
   assert.deepEqual(stub.requests[0].body.messages[0], note);
+});
+
+test("engine assemble: a user's own message that starts like a canvas (unsigned) is the user's and goes to the gateway", async () => {
+  reset();
+  const engine = engineOf(await bridge());
+  const { event } = assembleCall(5);
+  const mine = { role: "user", content: [{ type: "text", text: "<current_task_context> 这是我自己写的 / my own text" }], timestamp: 3 };
+  await engine.assemble({ ...event, messages: [...event.messages, mine] });
+  assert.ok(stub.requests[0].body.messages.some((m) => m.content?.[0]?.text === mine.content[0].text), "kept");
 });
 
 test("engine assemble: messages of other roles (compaction summaries) are kept ahead of the dialogue", async () => {

@@ -38,3 +38,30 @@ def test_a_restored_request_is_put_back_on_calls_without_the_gateway() -> None:
         view, [SYSTEM, other], {"level": "none", "messages": [SYSTEM, other], "stats": {}}
     )
     assert offload.apply(view, [SYSTEM, NOTE, CALL, RESULT])[1] == NOTE
+
+
+def hermes_merges_users(messages: list[dict]) -> list[dict]:
+    """What Hermes 0.19.0's repair_message_sequence does to its live list before every call:
+    consecutive user messages become one (``a + "\\n\\n" + b``)."""
+    out: list[dict] = []
+    for m in messages:
+        if out and m["role"] == "user" and out[-1]["role"] == "user":
+            out[-1] = {**out[-1], "content": out[-1]["content"] + "\n\n" + m["content"]}
+        else:
+            out.append(dict(m))
+    return out
+
+
+def test_the_compacted_list_keeps_the_request_first_when_hermes_merges_it_with_our_note():
+    """The gateway puts its history note first; Hermes then merges it with the request into one
+    message that started with our note (its background review and the next turn read the
+    request inside our note). After ``note_after_request`` the merged message starts with the
+    request, and the note follows it."""
+    compacted = [NOTE, REQUEST, CALL, RESULT]
+    live = hermes_merges_users(offload.note_after_request(compacted))
+    assert live[0]["content"].startswith(REQUEST["content"])
+    assert live[0]["content"].endswith(NOTE["content"])
+    assert live[1:] == [CALL, RESULT]
+    # No request of the host's in the list: nothing moves.
+    assert offload.note_after_request([NOTE, CALL, RESULT]) == [NOTE, CALL, RESULT]
+    assert offload.note_after_request([REQUEST, CALL, RESULT]) == [REQUEST, CALL, RESULT]

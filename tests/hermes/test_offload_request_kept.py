@@ -62,6 +62,9 @@ def test_the_compacted_list_keeps_the_request_first_when_hermes_merges_it_with_o
     assert live[0]["content"].startswith(REQUEST["content"])
     assert live[0]["content"].endswith(NOTE["content"])
     assert live[1:] == [CALL, RESULT]
-    # No request of the host's in the list: nothing moves.
+    # No request of the host's right after the note: nothing moves (the note keeps the list
+    # from starting with an assistant).
     assert offload.note_after_request([NOTE, CALL, RESULT]) == [NOTE, CALL, RESULT]
+    later = [NOTE, CALL, RESULT, REQUEST]
+    assert offload.note_after_request(later) == later
     assert offload.note_after_request([REQUEST, CALL, RESULT]) == [REQUEST, CALL, RESULT]

@@ -519,6 +519,31 @@ def _hosts_user_message(m: Any) -> bool:
     return not _signed_marker(m, (CANVAS_MARK, HISTORY_MARK))
 
 
+def note_after_request(messages: list[Any]) -> list[Any]:
+    """The compacted list with our history note after the host's request when the two are
+    neighbours, for Hermes to keep as its transcript.
+
+    Why: Hermes 0.19.0 merges consecutive user messages of its live list before every call
+    (``repair_message_sequence``), and the gateway puts the note first: right before the
+    request, the merged message started with our note, so the turn's request was no longer a
+    message of its own (what Hermes's background review and the next turn read) and the
+    gateway counted it as our note. Joined after the request, the message starts with the
+    request; the gateway splits the note off again by its signature. A note followed by
+    anything else stays first: it is what keeps the list from starting with an assistant.
+    """
+    for i, m in enumerate(messages[:-1]):
+        if (
+            isinstance(m, dict)
+            and m.get("role") == "user"
+            and isinstance(m.get("content"), str)
+            and m["content"].lstrip().startswith(HISTORY_MARK)
+        ):
+            if not _hosts_user_message(messages[i + 1]):
+                return messages
+            return [*messages[:i], messages[i + 1], m, *messages[i + 2 :]]
+    return messages
+
+
 def apply(view: View, messages: list[Any]) -> list[Any]:
     """Our earlier canvas out, stubs in, exactly one canvas before the newest user message."""
     out: list[Any] = []

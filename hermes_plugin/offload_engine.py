@@ -229,6 +229,7 @@ class OffloadEngine(ContextEngine):
         users = [m for m in result if m.get("role") == "user" and not offload.is_canvas(m)]
         if users:
             result = [m for m in result if not offload.is_canvas(m)]
+        result = offload.note_after_request(result)
         with view.lock:
             offload.learn(view, messages, answer)
             if view.pending_prompt == prompt:

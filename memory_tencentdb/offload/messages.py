@@ -27,6 +27,9 @@ OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 # out, so a user's own message that starts with ``<current_task_context`` stays in the context.
 _SIG = re.compile(r' sig="([0-9a-f]{16})"')  # 64 bits of HMAC-SHA256
 _OPEN_TAG_CHARS = 400  # the signature is in the opening tag (bounded search)
+_CLOSE_TAGS = {CANVAS_MARK: "</current_task_context>", HISTORY_MARK: "</history_task_context>"}
+# A history head joins at most 5 task blocks (service._history_blocks); a few more are tried.
+_MAX_JOINED_BLOCKS = 8
 AGENT_ROLES = {"user", "assistant", "toolResult", "system"}
 
 
@@ -80,6 +83,63 @@ def signed_by(text: str, key: bytes) -> bool:
         return False
     plain = body[: m.start()] + body[m.end() :]
     return hmac.compare_digest(m.group(1), _mac(key, plain))
+
+
+def split_joined(text: str, key: bytes) -> tuple[str, str, bool] | None:
+    """``(our block, the host's text, ours_first)`` when ``text`` is one of our signed blocks
+    joined with the host's own text (before or after it); None otherwise.
+
+    Why: Hermes 0.19.0 merges consecutive user messages of its live list before every call
+    (agent_runtime_helpers.repair_message_sequence: ``a + "\\n\\n" + b``), so the history note a
+    compaction leaves beside the turn's request comes back inside the request's message: its
+    signature no longer checks, and each compaction would keep the old note inside the request
+    and add a new one (the request growing by a note per compaction). Our block is a prefix
+    ending at one of its closing tags, or a suffix starting at one of its opening tags, whose
+    signature checks (a history head joins a few blocks); at most ``_MAX_JOINED_BLOCKS`` cuts
+    are tried each way, so the work is linear in the text. A block only made to look like ours
+    does not check, and stays the host's text.
+    """
+    body = text.strip()
+    mark = next((m for m in _CLOSE_TAGS if body.startswith(m)), None)
+    if mark is not None:  # our block, then the host's text
+        close = _CLOSE_TAGS[mark]
+        at = 0
+        for _ in range(_MAX_JOINED_BLOCKS):
+            end = body.find(close, at)
+            if end < 0:
+                break
+            at = end + len(close)
+            rest = body[at:].strip()
+            if not rest:
+                return None  # the whole message is the block (signed or not): nothing joined
+            if signed_by(body[:at], key):
+                return body[:at], rest, True
+    if not body.endswith(tuple(_CLOSE_TAGS.values())):
+        return None
+    at = len(body)
+    for _ in range(_MAX_JOINED_BLOCKS):  # the host's text, then our block
+        at = max(body.rfind(CANVAS_MARK, 0, at), body.rfind(HISTORY_MARK, 0, at))
+        if at <= 0:
+            return None
+        host = body[:at].strip()
+        if host and signed_by(body[at:], key):
+            return body[at:], host, False
+    return None
+
+
+def _with_text(raw: dict[str, Any], text: str) -> dict[str, Any] | None:
+    """``raw`` with its text replaced, for a string content or a single text block."""
+    content = raw.get("content")
+    if isinstance(content, str):
+        return {**raw, "content": text}
+    if (
+        isinstance(content, list)
+        and len(content) == 1
+        and isinstance(content[0], dict)
+        and isinstance(content[0].get("text"), str)
+    ):
+        return {**raw, "content": [{**content[0], "text": text}]}
+    return None
 
 
 def _text_of(content: Any) -> str:
@@ -204,8 +264,20 @@ def parse(messages: list[Any], fmt: str, key: bytes | None = None) -> list[Msg]:
                     msg.calls.append(Call(c["id"], str(fn.get("name") or ""), args))
                     msg.text += f"\n{fn.get('name', '')} {_args_text(args)}"
         msg.parts = token_parts(m)
-        if key is not None and msg.role == "user" and signed_by(text, key):
-            msg.ours = True
+        if key is not None and msg.role == "user":
+            if signed_by(text, key):
+                msg.ours = True
+            elif (joined := split_joined(text, key)) is not None:
+                block, rest, first = joined
+                ours, hosts = _with_text(m, block), _with_text(m, rest)
+                if ours is not None and hosts is not None:  # one message again two
+                    note = Msg(ours, "user", block, block, [block], ours=True)
+                    msg = Msg(hosts, "user", rest, rest, token_parts(hosts))
+                    if first:
+                        out.append(note)
+                    else:
+                        out.append(msg)
+                        msg = note
         out.append(msg)
     return out
 

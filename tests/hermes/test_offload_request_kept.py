@@ -49,3 +49,33 @@ def test_a_users_own_message_that_starts_like_a_canvas_stays() -> None:
     assert not offload.is_canvas(mine)
     signed = {"role": "user", "content": '<current_task_context sig="0123456789abcdef">x'}
     assert offload.is_canvas(signed)
+
+
+def hermes_merges_users(messages: list[dict]) -> list[dict]:
+    """What Hermes 0.19.0's repair_message_sequence does to its live list before every call:
+    consecutive user messages become one (``a + "\\n\\n" + b``)."""
+    out: list[dict] = []
+    for m in messages:
+        if out and m["role"] == "user" and out[-1]["role"] == "user":
+            out[-1] = {**out[-1], "content": out[-1]["content"] + "\n\n" + m["content"]}
+        else:
+            out.append(dict(m))
+    return out
+
+
+def test_the_compacted_list_keeps_the_request_first_when_hermes_merges_it_with_our_note():
+    """The gateway puts its history note first; Hermes then merges it with the request into one
+    message that started with our note (its background review and the next turn read the
+    request inside our note). After ``note_after_request`` the merged message starts with the
+    request, and the note follows it."""
+    compacted = [NOTE, REQUEST, CALL, RESULT]
+    live = hermes_merges_users(offload.note_after_request(compacted))
+    assert live[0]["content"].startswith(REQUEST["content"])
+    assert live[0]["content"].endswith(NOTE["content"])
+    assert live[1:] == [CALL, RESULT]
+    # No request of the host's right after the note: nothing moves (the note keeps the list
+    # from starting with an assistant).
+    assert offload.note_after_request([NOTE, CALL, RESULT]) == [NOTE, CALL, RESULT]
+    later = [NOTE, CALL, RESULT, REQUEST]
+    assert offload.note_after_request(later) == later
+    assert offload.note_after_request([REQUEST, CALL, RESULT]) == [REQUEST, CALL, RESULT]

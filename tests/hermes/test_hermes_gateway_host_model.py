@@ -11,9 +11,6 @@ Hermes lives, the next turn hands it over again and is extracted by the model.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -22,10 +19,11 @@ import pytest
 
 from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.gateway import GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
 
-from .harness import HermesHome, hermes_venv
+from .gateway_mode import HermesGateway
+from .harness import HermesHome
 
 pytestmark = pytest.mark.hermes
 
@@ -39,60 +37,6 @@ FACTS = [
     Fact("cello", "The user plays the cello every Sunday.", "cello"),
     Fact("乌龙茶", "用户下午喝乌龙茶。", "乌龙茶"),
 ]
-API_KEY = "api-server-key-0123456789abcdef"  # Hermes refuses keys under 16 characters
-
-
-class HermesGateway:
-    """``hermes gateway run`` with the api_server platform on a free loopback port."""
-
-    def __init__(self, home: HermesHome) -> None:
-        self.port = free_port()
-        env = home.env(
-            API_SERVER_ENABLED="true",
-            API_SERVER_HOST="127.0.0.1",
-            API_SERVER_PORT=str(self.port),
-            API_SERVER_KEY=API_KEY,
-        )
-        self.log = (home.root / "hermes-gateway.log").open("ab")
-        self.proc = subprocess.Popen(
-            [str(hermes_venv() / "bin" / "hermes"), "gateway", "run"],
-            env=env, cwd=str(home.root), stdout=self.log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, "hermes gateway run exited"
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        raise AssertionError("hermes gateway run never answered /health")
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def turn(self, message: str, session: str) -> float:
-        t0 = time.monotonic()
-        r = httpx.post(
-            f"{self.url}/v1/chat/completions",
-            headers={"Authorization": f"Bearer {API_KEY}", "X-Hermes-Session-Id": session},
-            json={"model": "hermes-agent", "messages": [{"role": "user", "content": message}]},
-            timeout=180,
-        )
-        assert r.status_code == 200, r.text[-2000:]
-        assert r.json()["choices"][0]["message"]["content"] == "FAKE-REPLY", r.text[-2000:]
-        return time.monotonic() - t0
-
-    def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.log.close()
 
 
 def wait_for(fn, timeout: float = 60.0, what: str = ""):

@@ -18,8 +18,10 @@
    L1.5 boundaries, L2 canvases) per task, on one long-lived gateway.
 4. **Long-lived overhead**: Hermes gateway mode (``hermes gateway run``, its api_server platform),
    host model on vs off, per-turn time from request to answer.
+5. **One-shot overhead with offload**: ``hermes chat -Q -q`` with ``--offload`` and a tool call,
+   on vs off: the offload's tasks reach the model while the turn runs.
 
-    .venv/bin/python bench/host_model_bench.py [--quick] [--only chat,agent,long_lived,one_shot]
+    .venv/bin/python bench/host_model_bench.py [--quick] [--only chat,agent,long_lived,one_shot,one_shot_offload]
 
 Writes bench/results/host_model.json.
 """
@@ -304,6 +306,58 @@ def long_lived_overhead(turns: int) -> dict[str, Any]:
     }
 
 
+def one_shot_offload_overhead(runs: int) -> dict[str, Any]:
+    """Real ``hermes chat -Q -q`` runs with ``--offload``, each calling a tool (``terminal``
+    printing a 3,000-character log), gateway already running, host model on vs off
+    (alternating). On, the tool result's offload L1 summary and the L1.5 judgement go to the
+    same model while the turn runs: the case where memory work overlaps the turn."""
+    if not (hermes_venv() / "bin" / "hermes").exists():
+        return {"skipped": "hermes venv missing (make hosts)"}
+    from tests.hermes.offload_support import switch_offload
+    from tests.support.tool_agent import ToolAgent, say, terminal, tools, write_doc
+
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    with FakeLLM() as fake, tempfile.TemporaryDirectory() as tmp:
+        agent = ToolAgent(fake)
+        model = ModelLike(fake)  # memory tasks; the agent's own calls go to the ToolAgent
+        agent_respond, model_respond = agent.respond, model.respond
+        fake.respond = lambda b: (  # type: ignore[method-assign]
+            model_respond(b) if (b.get("_headers") or {}).get(TASK) else agent_respond(b)
+        )
+        home = HermesHome.create(Path(tmp), fake.base_url, free_port())
+        gw = GatewayProcess(home.data_dir, env={"TDAI_EMBEDDING_PROVIDER": "none"}, port=home.port)
+        gw.start()
+        switch_offload(home, True, offload_token_budget=28_000)
+        doc = write_doc(Path(tmp), "build.log", 3_000, "en", 3)
+        try:
+            agent.push(tools(terminal(f"cat {doc}")), say("DONE"))
+            home.chat("warm-up: check the build log")
+            for i in range(runs):
+                for mode in ("on", "off") if i % 2 == 0 else ("off", "on"):
+                    agent.push(tools(terminal(f"cat {doc}")), say("DONE"))
+                    t0 = time.monotonic()
+                    r = home.chat(
+                        f"Check the build log, run {i} {mode}. 请检查构建日志。",
+                        MEMORY_TENCENTDB_HOST_LLM="1" if mode == "on" else "0",
+                    )
+                    times[mode].append(time.monotonic() - t0)
+                    assert r.returncode == 0, r.stdout + r.stderr
+            calls = Counter(
+                r["_headers"][TASK] for r in fake.requests if (r.get("_headers") or {}).get(TASK)
+            )
+        finally:
+            gw.stop()
+    on, off = statistics.median(times["on"]), statistics.median(times["off"])
+    return {
+        "runs_each": runs,
+        "median_run_s_on": round(on, 2),
+        "median_run_s_off": round(off, 2),
+        "overhead_s": round(on - off, 2),
+        "runs_s": {k: [round(x, 2) for x in v] for k, v in times.items()},
+        "memory_llm_calls_by_task": dict(sorted(calls.items())),
+    }
+
+
 def one_shot_overhead(runs: int) -> dict[str, Any]:
     if not (hermes_venv() / "bin" / "hermes").exists():
         return {"skipped": "hermes venv missing (make hosts)"}
@@ -343,8 +397,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument(
         "--only",
-        default="chat,agent,long_lived,one_shot",
-        help="comma-separated parts: chat, agent, long_lived, one_shot (others kept from the file)",
+        default="chat,agent,long_lived,one_shot,one_shot_offload",
+        help="comma-separated parts: chat, agent, long_lived, one_shot, one_shot_offload"
+        " (the others are kept from the results file)",
     )
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -356,6 +411,8 @@ def main() -> None:
         out["agent_sessions"] = agent_sessions_per_100_turns(None if not args.quick else 12)
     if "long_lived" in only:
         out["long_lived"] = long_lived_overhead(20 if not args.quick else 8)
+    if "one_shot_offload" in only:
+        out["one_shot_offload"] = one_shot_offload_overhead(4 if not args.quick else 2)
     if "one_shot" in only:
         out["one_shot"] = one_shot_overhead(4 if not args.quick else 2)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -46,10 +46,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("memory_tencentdb.offload")
 
 L1_BATCH = 5
-RETRY_CHECK_S = 2.0  # how often deferred tasks look for a usable host model
-NO_MODEL_GRACE_S = 60.0  # a scope with no host model at all: how long its tasks wait for one
-MAX_TRIES = 3  # calls of one task to a host model before the rules' result stays
-MAX_DEFERRED_PER_SCOPE = 200  # older deferred tasks keep the rules' result
+# How often deferred tasks look for a usable host model: a dict lookup per scope; small beside
+# a model's first rest (30 s).
+RETRY_CHECK_S = 2.0
+# A scope with no host model at all: how long its tasks wait for one. Hosts hand it over as a
+# session starts (0.26 s after it in Hermes gateway mode's provider.log); a cold autostarted
+# gateway took over 12 s (test_e2e_openclaw_autostart), so 60 s leaves room.
+NO_MODEL_GRACE_S = 60.0
+MAX_TRIES = 3  # calls of one task to a host model (as the gateway LLM client's attempts)
+MAX_DEFERRED_PER_SCOPE = 200  # older deferred tasks keep the rules' result (as host_redo's cap)
 
 L1_SYSTEM = (
     "You summarise tool results for an AI coding assistant. For each tool pair, think about the"

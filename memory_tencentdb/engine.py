@@ -77,17 +77,19 @@ class Engine:
         self.backends = index_backends()
         self.vectorizer = Vectorizer(self.store, settings.memory.embedding, self.backends)
         self.listeners: list[capture_service.CaptureListener] = []
+        # The hosts' own models, handed over by their adapters (POST /llm/host-model); they
+        # serve the pipeline and the offload whenever the gateway has no LLM of its own.
+        self.host_models = HostModels(settings)
+        own_llm = _offload_llm(settings)
         self.offload = OffloadService(
             settings.memory.offload,
             Path(settings.data_dir),
             self.tz,
             embed=self._offload_embedder,
-            llm=_offload_llm(settings),
+            llm=own_llm,
+            host_models=self.host_models if own_llm is None else None,
         )
         self.pipeline: Pipeline | None = None
-        # The hosts' own models, handed over by their adapters (POST /llm/host-model); they
-        # serve the pipeline whenever the gateway has no LLM of its own.
-        self.host_models = HostModels(settings)
         self.capture_errors = 0
         self.last_capture_error: str | None = None
         self._closed = False

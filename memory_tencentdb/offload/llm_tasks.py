@@ -7,6 +7,20 @@ to another task from its prompt on (steps recorded meanwhile move with it), L2 r
 A failed, slow, malformed or truncated reply leaves the no-LLM result in place (``/health``
 shows the error); no row is ever lost. Rows still ``summary_by: "rules"`` when a session is
 loaded again are queued again, so a restart resumes the backlog.
+
+Without a gateway LLM of its own, each task goes to the host model allowed for the session's
+scope (llm/host_models.py ``client_for``: a model of a principal that may write the scope, within
+the day's memory budget), or waits (issue 24):
+
+- no usable model now (none handed over yet, resting after a failure, budget spent): an L1 or L2
+  task is *deferred* and queued again once one is usable (checked every ``RETRY_CHECK_S``); one
+  whose scope has no model handed over at all waits ``NO_MODEL_GRACE_S`` (a host hands its model
+  over as its session starts), then the rules' result stays. L1.5 is never deferred: a late
+  judgement of an old prompt is worthless, the embedding boundary stands.
+- rows recorded before a gateway restart are not queued again (the day's budget goes to the
+  turns of now).
+- a failed call (429, 5xx, timeout) or a bad answer (malformed JSON, wrong shape) rests that model
+  as the pipeline does and defers the task; after ``MAX_TRIES`` the rules' result stays.
 """
 
 from __future__ import annotations
@@ -15,8 +29,13 @@ import logging
 import queue
 import re
 import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memory_tencentdb.llm.host_models import HostModelClient
 from memory_tencentdb.offload import canvas
 from memory_tencentdb.offload.records import OffloadRow, strip_id
 from memory_tencentdb.offload.store import Session, prefix_of, session_canvases
@@ -27,6 +46,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("memory_tencentdb.offload")
 
 L1_BATCH = 5
+# How often deferred tasks look for a usable host model: a dict lookup per scope; small beside
+# a model's first rest (30 s).
+RETRY_CHECK_S = 2.0
+# A scope with no host model at all: how long its tasks wait for one. Hosts hand it over as a
+# session starts (0.26 s after it in Hermes gateway mode's provider.log); a cold autostarted
+# gateway took over 12 s (test_e2e_openclaw_autostart), so 60 s leaves room.
+NO_MODEL_GRACE_S = 60.0
+MAX_TRIES = 3  # calls of one task to a host model (as the gateway LLM client's attempts)
+MAX_DEFERRED_PER_SCOPE = 200  # older deferred tasks keep the rules' result (as host_redo's cap)
 
 L1_SYSTEM = (
     "You summarise tool results for an AI coding assistant. For each tool pair, think about the"
@@ -100,12 +128,26 @@ def sanitize_mermaid(text: str, prefix: str) -> str:
     return "\n".join(out) + "\n" if len(out) > 1 else ""
 
 
+@dataclass
+class _Job:
+    kind: str  # "l1" | "l15" | "l2"
+    sess: Session
+    run: Callable[[Any], None]  # run(client)
+    tries: int = 0
+    since: float = field(default_factory=time.monotonic)
+
+
 class LLMWorker:
-    def __init__(self, svc: OffloadService, llm: Any) -> None:
-        self.svc, self.llm = svc, llm
-        self._q: queue.Queue[tuple[str, Any] | None] = queue.Queue()
+    """One background thread running the offload's LLM tasks with ``llm`` (the gateway's own
+    client) or, when that is None, with the host model allowed for each task's scope."""
+
+    def __init__(self, svc: OffloadService, llm: Any, host_models: Any = None) -> None:
+        self.svc, self.llm, self.host_models = svc, llm, host_models
+        self._q: queue.Queue[_Job | None] = queue.Queue()
         self._pending: dict[str, int] = {"l1": 0, "l15": 0, "l2": 0}
         self._errors: dict[str, str | None] = {"l1": None, "l15": None, "l2": None}
+        self._deferred: dict[str, deque[_Job]] = {}
+        self.kept_rules = 0  # tasks given up on: the rules' result stays
         self._l1_wait: dict[int, list[tuple[Session, OffloadRow]]] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="offload-llm", daemon=True)
@@ -129,56 +171,139 @@ class LLMWorker:
         with self._lock:
             return dict(self._errors)
 
-    def _submit(self, kind: str, job: Any) -> None:
+    def serving(self) -> str | None:
+        """Which LLM serves the offload now: "gateway", "host-model" or None (the rules)."""
+        if self.llm is not None:
+            return "gateway"
+        if self.host_models is not None and self.host_models.any_registered():
+            return "host-model"
+        return None
+
+    def waiting(self) -> dict[str, int]:
+        """Tasks deferred until a host model is usable, and those that kept the rules."""
         with self._lock:
-            self._pending[kind] += 1
-        self._q.put((kind, job))
+            return {
+                "deferred": sum(len(q) for q in self._deferred.values()),
+                "kept_rules": self.kept_rules,
+            }
+
+    def _client(self, scope: str) -> Any:
+        if self.llm is not None:
+            return self.llm
+        return self.host_models.client_for(scope) if self.host_models is not None else None
+
+    def _submit(self, kind: str, sess: Session, run: Callable[[Any], None]) -> None:
+        self._queue(_Job(kind, sess, run))
+
+    def _queue(self, job: _Job) -> None:
+        with self._lock:
+            self._pending[job.kind] += 1
+        self._q.put(job)
 
     def _run(self) -> None:
+        last_check = time.monotonic()
         while not self._stop.is_set():
-            item = self._q.get()
-            if item is None:
-                return
-            kind, job = item
             try:
-                job()
-                with self._lock:
-                    self._errors[kind] = None
-            except Exception as e:  # noqa: BLE001 - the no-LLM result stays; say why
-                msg = f"{type(e).__name__}: {e}"[:300]
-                with self._lock:
-                    self._errors[kind] = msg
-                log.warning(
-                    "offload %s LLM task failed, keeping the rule-based result: %s", kind, msg
-                )
+                job = self._q.get(timeout=RETRY_CHECK_S)
+            except queue.Empty:
+                job = False
+            if job is None:
+                return
+            if time.monotonic() - last_check >= RETRY_CHECK_S:
+                last_check = time.monotonic()
+                self._retry_deferred()
+            if job is False:
+                continue
+            try:
+                self._one(job)
             finally:
                 with self._lock:
-                    self._pending[kind] -= 1
+                    self._pending[job.kind] -= 1
+
+    def _one(self, job: _Job) -> None:
+        client = self._client(job.sess.scope.name)
+        if client is None:
+            self._defer(job)
+            return
+        hosted = isinstance(client, HostModelClient)
+        before = client.entry.failures if hosted else 0
+        try:
+            job.run(client)
+            with self._lock:
+                self._errors[job.kind] = None
+        except Exception as e:  # noqa: BLE001 - the no-LLM result stays; say why
+            msg = f"{type(e).__name__}: {e}"[:300]
+            with self._lock:
+                self._errors[job.kind] = msg
+            log.warning(
+                "offload %s LLM task failed, keeping the rule-based result: %s", job.kind, msg
+            )
+            if hosted:
+                if client.entry.failures == before:  # a bad answer: the client saw a reply
+                    client.entry.failed(msg)
+                job.tries += 1
+                self._defer(job)
+
+    def _defer(self, job: _Job) -> None:
+        """Keep a task for when a host model of its scope is usable (module docstring)."""
+        if self.llm is not None or self.host_models is None:
+            return
+        if job.kind == "l15" or job.tries >= MAX_TRIES:
+            if self.host_models.candidates(job.sess.scope.name):
+                with self._lock:
+                    self.kept_rules += 1  # counted only where a model could have served
+            return
+        with self._lock:
+            q = self._deferred.setdefault(job.sess.scope.name, deque())
+            q.append(job)
+            while len(q) > MAX_DEFERRED_PER_SCOPE:
+                q.popleft()
+                self.kept_rules += 1
+
+    def _retry_deferred(self) -> None:
+        with self._lock:
+            scopes = list(self._deferred)
+        now = time.monotonic()
+        for scope in scopes:
+            usable = self._client(scope) is not None
+            known = usable or bool(self.host_models.candidates(scope))
+            with self._lock:
+                q = self._deferred.pop(scope, deque())
+                again = [j for j in q if usable]
+                kept = [j for j in q if not usable and (known or now - j.since < NO_MODEL_GRACE_S)]
+                if known:
+                    self.kept_rules += len(q) - len(again) - len(kept)
+                if kept:
+                    self._deferred[scope] = deque(kept)
+            for job in again:
+                self._queue(job)
 
     # ---------------------------------------------------------------- triggers
 
     def after_row(self, sess: Session, row: OffloadRow) -> None:
-        self._submit("l1", lambda: self._l1(sess, [row.tool_call_id]))
+        self._submit("l1", sess, lambda llm: self._l1(llm, sess, [row.tool_call_id]))
         name = sess.state.get("active")
         if name:
             since = sess.state.setdefault("l2_new", {})
             since[name] = since.get(name, 0) + 1
             if since[name] >= self.svc.cfg.l2_null_threshold:
                 since[name] = 0
-                self._submit("l2", lambda: self._l2(sess, name))
+                self._submit("l2", sess, lambda llm: self._l2(llm, sess, name))
 
     def resume(self, sess: Session) -> None:
+        if self.llm is None:
+            return  # host models: rows of before a restart keep the rules' summary (budget)
         todo = [r.tool_call_id for r in sess.rows if r.summary_by == "rules" and r.node_id]
         for i in range(0, len(todo), L1_BATCH):
             batch = todo[i : i + L1_BATCH]
-            self._submit("l1", lambda b=batch: self._l1(sess, b))
+            self._submit("l1", sess, lambda llm, b=batch: self._l1(llm, sess, b))
 
     def judge(self, sess: Session, prompt: str) -> None:
-        self._submit("l15", lambda: self._l15(sess, prompt))
+        self._submit("l15", sess, lambda llm: self._l15(llm, sess, prompt))
 
     # ---------------------------------------------------------------- L1
 
-    def _l1(self, sess: Session, ids: list[str]) -> None:
+    def _l1(self, llm: Any, sess: Session, ids: list[str]) -> None:
         with sess.lock:
             rows = [r for i in ids if (r := sess.row(i)) is not None and r.summary_by == "rules"]
         if not rows:
@@ -191,7 +316,7 @@ class LLMWorker:
                 f"timestamp: {row.timestamp}\nTool: {row.tool_name}\nParams: {row.tool_call[:500]}\n"
                 f"Result: {content[:2000]}{'...' if len(content) > 2000 else ''}"
             )
-        data, _ = self.llm.chat_json("offload-l1", L1_SYSTEM, "\n\n".join(parts), expect=list)
+        data, _ = llm.chat_json("offload-l1", L1_SYSTEM, "\n\n".join(parts), expect=list)
         if not isinstance(data, list):
             raise ValueError("L1 reply is not a JSON array")
         wanted = {strip_id(r.tool_call_id): r for r in rows}
@@ -229,7 +354,7 @@ class LLMWorker:
 
     # ---------------------------------------------------------------- L1.5
 
-    def _l15(self, sess: Session, prompt: str) -> None:
+    def _l15(self, llm: Any, sess: Session, prompt: str) -> None:
         with sess.lock:
             active = sess.state.get("active")
             current = sess.scope.read_canvas(active)[:3000] if active else None
@@ -244,7 +369,7 @@ class LLMWorker:
                "Current task: (none - idle)\n\n")
             + "Earlier task canvases:\n" + ("\n".join(metas) or "(none)")
         )  # fmt: skip
-        data, _ = self.llm.chat_json("offload-l15", L15_SYSTEM, user, expect=dict)
+        data, _ = llm.chat_json("offload-l15", L15_SYSTEM, user, expect=dict)
         flags = [data.get(k) for k in ("taskCompleted", "isLongTask", "isContinuation")]
         if not all(isinstance(v, bool) for v in flags):
             raise ValueError(
@@ -279,7 +404,7 @@ class LLMWorker:
 
     # ---------------------------------------------------------------- L2
 
-    def _l2(self, sess: Session, name: str) -> None:
+    def _l2(self, llm: Any, sess: Session, name: str) -> None:
         prefix = prefix_of(name)
         with sess.scope.lock:
             before = sess.scope.read_canvas(name)
@@ -297,7 +422,7 @@ class LLMWorker:
             f"Task goal: {meta.task_goal}\n\nExisting canvas:\n{numbered}\n\n"
             f"Tool calls to map:\n{entries}"
         )
-        data, _ = self.llm.chat_json("offload-l2", L2_SYSTEM, user, expect=dict)
+        data, _ = llm.chat_json("offload-l2", L2_SYSTEM, user, expect=dict)
         content = data.get("mmdContent") or data.get("mmd_content")
         mapping = data.get("nodeMapping") or data.get("node_mapping") or {}
         if not isinstance(content, str) or not isinstance(mapping, dict):

@@ -77,6 +77,7 @@ class OffloadService:
         tz: tzinfo,
         embed: EmbedProvider | None = None,
         llm: Any = None,
+        host_models: Any = None,
     ) -> None:
         self.cfg = cfg
         self.tz = tz
@@ -98,10 +99,10 @@ class OffloadService:
         self.startup_check: dict[str, Any] = {"state": "pending"}
         self._vectors: dict[str, Any] = {}  # L1.5 embeddings by text (see _cached)
         self.llm_worker = None
-        if llm is not None:
+        if llm is not None or host_models is not None:  # host models: issue 24, llm_tasks.py
             from memory_tencentdb.offload.llm_tasks import LLMWorker
 
-            self.llm_worker = LLMWorker(self, llm)
+            self.llm_worker = LLMWorker(self, llm, host_models)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -113,7 +114,7 @@ class OffloadService:
 
     def _at_start(self) -> None:
         self.check_journals()
-        if self.llm_worker is not None:
+        if self.llm_worker is not None and self.llm_worker.llm is not None:
             self.resume_backlog()
 
     def check_journals(self) -> dict[str, Any]:
@@ -1146,7 +1147,10 @@ class OffloadService:
             "enabled": self.cfg.enabled,
             "data_dir": str(self.root),
             "tokenizer": self.tokens.status(),
-            "llm": worker is not None,
+            "llm": worker is not None and worker.serving() is not None,
+            # "gateway" (TDAI_LLM_*), "host-model" (llm/host_models.py) or null (the rules).
+            "llm_source": worker.serving() if worker else None,
+            "llm_waiting": worker.waiting() if worker else {"deferred": 0, "kept_rules": 0},
             "backlog": worker.backlog() if worker else {"l1": 0, "l15": 0, "l2": 0},
             "last_error": {**self.last_error, **(worker.errors() if worker else {})},
             "corrupt_lines": corrupt + int(self.startup_check.get("corrupt_lines") or 0),

@@ -208,3 +208,37 @@ def test_failing_host_model_never_slows_a_turn_and_memory_catches_up(home: Herme
         assert health["redo_waiting"] == 0 and "fake-model (hermes" in health["serving"], health
     finally:
         gw.stop()
+
+
+def test_offload_summaries_come_from_hermes_own_model(home: HermesHome, llm, tmp_path):
+    """``--offload`` in a one-shot run, no ``TDAI_LLM_*``: the tool result's extractive row is
+    answered at once, and the gateway then asks Hermes's own model (the fake) for its L1 summary
+    (our offload system prompt), which replaces the extractive one on disk."""
+    from memory_tencentdb.offload.llm_tasks import L1_SYSTEM as OFFLOAD_L1_SYSTEM
+    from tests.support.offload_llm import OffloadResponder
+    from tests.support.tool_agent import ToolAgent, say, terminal, tools, write_doc
+
+    from .offload_support import switch_offload
+
+    agent = ToolAgent(llm)
+    responder = OffloadResponder(llm).as_host_model()  # offload tasks; the rest: the agent
+    home.extra_env.update(FAST)
+    switch_offload(home, True, offload_token_budget=28_000)
+    doc = write_doc(tmp_path, "build.log", 3_000, "en", 7)
+    agent.push(tools(terminal(f"cat {doc}", "call_hm_offload")), say("OFF-DONE"))
+    r = home.chat("Check the build log, please. 请检查构建日志。")
+    assert r.returncode == 0 and "OFF-DONE" in r.stdout, r.stdout + r.stderr
+
+    asked = wait_for(lambda: responder.requests("offload-l1"), what="the offload L1 request")
+    assert asked[0]["messages"][0]["content"] == OFFLOAD_L1_SYSTEM
+    assert "call_hm_offload" in asked[0]["messages"][1]["content"]
+    assert asked[0]["model"] == "fake-model"  # Hermes's model, by its name in config.yaml
+
+    def summarised() -> bool:
+        for f in (home.data_dir / "offload").glob("*/offload-*.jsonl"):
+            for line in f.read_text("utf-8").splitlines():
+                if '"call_hm_offload"' in line and '"summary_by": "llm"' in line:
+                    return "LLM summary of call_hm_offload" in line
+        return False
+
+    assert wait_for(summarised, what="the model's summary on disk")

@@ -4,7 +4,7 @@ The gateway tags each LLM call with an ``X-Memory-Task`` header (``offload-l1``,
 ``offload-l2``). ``OffloadResponder`` answers each task from what the request itself contains,
 the way a cooperative model would (valid JSON naming the tool-call ids it was given), or in a
 failure ``mode`` for every offload call: malformed JSON, truncated JSON, a non-JSON HTTP body, an
-HTTP 500, a delay (slow or past the client's timeout). Calls of other tasks get ``"OK"``.
+HTTP 500 or 429, a delay (slow or past the client's timeout). Calls of other tasks get ``"OK"``.
 """
 
 from __future__ import annotations
@@ -50,6 +50,27 @@ class OffloadResponder:
         self._lock = threading.Lock()
         fake.next_reply = self.next_reply  # type: ignore[method-assign]
 
+    def as_host_model(self) -> OffloadResponder:
+        """Answer the offload tasks also when the gateway borrowed this fake as a host's own
+        model (``X-Memory-Source: host-model``, issue 24), which the plain fake answers with its
+        default reply; other tasks keep that default."""
+        default = self.fake.respond
+
+        def respond(body: dict[str, Any]) -> dict[str, Any]:
+            task = (body.get("_headers") or {}).get("x-memory-task", "")
+            if task not in OFFLOAD_TASKS:
+                return default(body)
+            with self._lock:
+                self.served[task] += 1
+                mode, delay = self.mode, self.delay
+            reply = self._reply(task, mode, body)
+            if delay:
+                reply["delay"] = delay
+            return reply
+
+        self.fake.respond = respond  # type: ignore[method-assign]
+        return self
+
     def requests(self, task: str) -> list[dict[str, Any]]:
         with self.fake._lock:
             return [
@@ -82,6 +103,8 @@ class OffloadResponder:
             return {"raw": "<html><body>502 Bad Gateway</body></html>"}
         if mode == "http500":
             return {"status": 500, "body": {"error": {"message": "scripted failure"}}}
+        if mode == "http429":
+            return {"status": 429, "body": {"error": {"message": "rate limited"}}}
         return {"content": self._good(task, request)}
 
     def _good(self, task: str, request: dict[str, Any]) -> str:

@@ -221,7 +221,10 @@ class ToolAgent:
         with self._lock:
             self.arrivals.append(time.monotonic())
             step: Step = self.steps.popleft() if self.steps else say(self.default_reply)
-            index = len(self.fake.requests) - 1
+            # This body's own index: a gateway's memory request (issue 24: the offload's tasks
+            # on the host's model) may have been recorded after it.
+            reqs = self.fake.requests
+            index = next((i for i in range(len(reqs) - 1, -1, -1) if reqs[i] is body), -1)
         reply = step(body) if callable(step) else step
         with self._lock:
             self.served.append((index, reply))

@@ -1,0 +1,147 @@
+"""OpenClaw's own model distils memory under a long-lived `openclaw gateway run` (issue 24).
+
+The fake LLM is OpenClaw's configured default model (``fake/fake-1``), our gateway has no
+``TDAI_LLM_*``. Turns go through the OpenClaw Gateway (``openclaw agent`` without ``--local``),
+so the bridge lives in that one process across turns. What must hold: the bridge hands the model
+over and our extraction requests reach the fake; when our gateway restarts while OpenClaw lives
+(an idle exit, a crash) the next turn hands the model over again and is extracted by it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from memory_tencentdb.pipeline.prompts import L1_SYSTEM
+from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID, OpenClawHome, require_openclaw
+from tests.support.fake_llm import FakeLLM
+from tests.support.gateway import GatewayProcess, free_port
+from tests.support.host_model_fake import Fact, HostModelFake
+
+pytestmark = [pytest.mark.openclaw, pytest.mark.slow]
+
+FAST = {
+    "TDAI_EMBEDDING_PROVIDER": "none",
+    "TDAI_MEMORY__PIPELINE__L2_DELAY_AFTER_L1_SECONDS": "0",
+    "TDAI_MEMORY__PIPELINE__L2_MIN_INTERVAL_SECONDS": "0",
+    "TDAI_LLM__HOST_REST_SECONDS": "1",
+}
+FACTS = [
+    Fact("cello", "The user plays the cello every Sunday.", "cello"),
+    Fact("乌龙茶", "用户下午喝乌龙茶。", "乌龙茶"),
+]
+SCOPE = "main"
+TOKEN = "test-token"
+
+
+def memories(gw: GatewayProcess) -> dict[str, str]:
+    with gw.client() as c:
+        r = c.get("/memories", params={"scope": SCOPE})
+    assert r.status_code == 200, r.text
+    return {m["content"]: m["origin"] for m in r.json()["items"]}
+
+
+def wait_for(fn, timeout: float = 60.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+
+
+class OpenClawGateway:
+    """`openclaw gateway run` on a free port, and turns sent to it by `openclaw agent`."""
+
+    def __init__(self, home: OpenClawHome) -> None:
+        self.home = home
+        self.port = free_port()
+        cfg = home.read_config()
+        cfg["gateway"] = {"port": self.port}  # where `openclaw agent` (no --local) finds it
+        home.write_config(cfg)
+        self.env = {**home.env(), "OPENCLAW_GATEWAY_TOKEN": TOKEN}
+        self.log = (home.root / "openclaw-gateway.log").open("ab")
+        self.proc = subprocess.Popen(
+            [str(home.install.node), str(home.install.entry), "gateway", "run",
+             "--allow-unconfigured", "--port", str(self.port), "--auth", "token",
+             "--bind", "loopback"],
+            env=self.env, cwd=str(home.root), stdout=self.log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+
+    def turn(self, message: str, session: str, attempts: int = 40) -> float:
+        """One turn through the Gateway; retried while it still starts. Returns seconds."""
+        done = None
+        for _ in range(attempts):
+            t0 = time.monotonic()
+            done = subprocess.run(
+                [str(self.home.install.node), str(self.home.install.entry), "agent",
+                 "--agent", "main", "--session-key", session, "--message", message, "--json"],
+                env=self.env, cwd=str(self.home.root), capture_output=True, text=True,
+                timeout=180, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            if done.returncode == 0:
+                return time.monotonic() - t0
+            assert self.proc.poll() is None, "openclaw gateway run exited"
+            time.sleep(2)
+        raise AssertionError(f"no turn through the OpenClaw Gateway: {done.stderr[-2000:]}")
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple]:
+    install = require_openclaw()
+    tmp = tmp_path_factory.mktemp("oc-gw-host-model")
+    with FakeLLM() as llm:
+        fake = HostModelFake(llm, FACTS)
+        gw = GatewayProcess(tmp / "data", env=FAST).start()
+        home = OpenClawHome(install, tmp / "oc", llm.base_url)
+        home.install_plugin(BRIDGE_DIR, BRIDGE_ID, {"port": gw.port, "dataDir": str(gw.data_dir)})
+        oc = OpenClawGateway(home)
+        try:
+            yield oc, gw, fake
+        finally:
+            oc.stop()
+            gw.stop()
+
+
+def test_gateway_run_hands_the_model_over_and_keeps_it_across_a_memory_gateway_restart(setup):
+    oc, gw, fake = setup
+    oc.turn("I play the cello every Sunday.", "agent:main:gw-hm-1")
+    extraction = wait_for(lambda: fake.memory_requests("l1-extraction"), what="extraction")
+    assert extraction[0]["messages"][0]["content"] == L1_SYSTEM
+    assert extraction[0]["model"] == "fake-1"
+    got = wait_for(lambda: memories(gw), what="memories")
+    assert got == {FACTS[0].content: "extraction"}, got
+    serving = httpx.get(gw.base_url + "/health", timeout=10).json()["llm"]["serving"]
+    assert "fake-1 (openclaw" in serving, serving
+
+    # Our gateway restarts (idle exit, crash) while OpenClaw lives: it holds no model now.
+    gw.restart()
+    health = httpx.get(gw.base_url + "/health", timeout=10).json()["llm"]
+    assert health["host_models"] == [], health
+    before = len(fake.memory_requests("l1-extraction"))
+    oc.turn("记住：我下午总是喝乌龙茶。", "agent:main:gw-hm-2")
+    # The same long-lived bridge handed the model over again with that turn.
+    wait_for(lambda: len(fake.memory_requests("l1-extraction")) > before, what="extraction again")
+    got = wait_for(
+        lambda: (m := memories(gw)).get(FACTS[1].content) == "extraction" and m,
+        what="the second fact, extracted by the model",
+    )
+    assert FACTS[0].content in got
+    assert oc.proc.poll() is None  # one OpenClaw process served both turns

@@ -28,8 +28,9 @@ blocks), requests over the window.
     .venv/bin/python bench/host_compaction_bench.py [--quick] [--host hermes|openclaw|both]
         [--hermes-window 64000] [--openclaw-window 32000] [--ours-budget 0]
 
-``--quick``: 3 sessions instead of 11. Prints a table and writes bench/results/host_compaction.json
-(each host's part kept from the last run when this run skips it).
+``--quick``: 3 sessions instead of 11, written to bench/out/host_compaction-quick.json. Prints a
+table and writes bench/results/host_compaction.json (each host's part kept from the last run when
+this run skips it). Full run on 2 shared CPUs: Hermes ~30 min, OpenClaw ~30 min (arms in parallel).
 """
 
 from __future__ import annotations
@@ -85,9 +86,8 @@ DUMPS = ROOT / "bench" / "out" / "host_compaction"  # the summary calls, for rea
 CANVAS = ("<current_task_context", "</current_task_context>")
 HISTORY = ("<history_task_context", "</history_task_context>")
 KEY_CHARS = 200  # the part of a turn's user message that must be in every request of the turn
-# The fake's summary quotes less than that of the turn's request (a summary saying the goal is
-# not the request); only what OpenClaw's prompt hands it as "Latest unresolved user request" (to be
-# copied exactly, its own safeguard) goes in whole.
+# The fake's summary quotes less than that of a request (a summary naming the goal does not
+# count as the request being there).
 GOAL_CHARS = 120
 FLUSH = "Pre-compaction memory flush"  # OpenClaw's own memory-flush run before a compaction
 
@@ -172,42 +172,42 @@ def is_summary_call(body: dict[str, Any]) -> bool:
     return any(mark in text for mark in SUMMARY_MARKS)
 
 
-_IDENT = re.compile(r"(?:/[\w.\-]+){2,}|\b[\w\-]+\.(?:py|js|txt|json|md|c|go)\b")
+# A superset of what OpenClaw's safeguard checks a summary keeps literally (URLs, absolute paths,
+# numbers with a point, ids with 8+ hex digits or 6+ digits): the fake keeps them all.
+_IDENT = re.compile(
+    r"https?://\S+|/[\w.\-]{2,}(?:/[\w.\-]+)+|\b\d+\.\d+\b|[A-Za-z0-9_\-]*(?:[A-Fa-f0-9]{8,}|\d{6,})[A-Za-z0-9_\-]*"
+)
 
 
 def summary_of(body: dict[str, Any]) -> str:
-    """A plausible summary: OpenClaw's five required headings, the latest unresolved request as
-    the prompt quotes it (its first pending ask), a few identifiers of the conversation."""
+    """A plausible summary in the shape the hosts ask for (OpenClaw's five required sections and
+    its default mode's Goal / Progress): the goal (at most GOAL_CHARS of the last request), the
+    identifiers of the conversation, and no pending ask (the turn's request stays with the
+    turn: a summary of a turn's prefix must not mark it pending, OpenClaw's safeguard checks)."""
     text = request_text(body)
-    ask = ""
-    at = text.find("Latest unresolved user request")
-    if at >= 0:
-        ask = text[at : at + 1200].split("\n", 1)[-1].strip()
-    if not ask:
-        users = [
-            text_of(m.get("content")) for m in body.get("messages") or [] if m["role"] == "user"
-        ]
-        ask = (users[-1] if users else "")[:GOAL_CHARS]
-    seen: list[str] = []
-    for m in _IDENT.finditer(text[:200_000]):
-        if m.group(0) not in seen:
-            seen.append(m.group(0))
-        if len(seen) >= 8:
+    users = [text_of(m.get("content")) for m in body.get("messages") or [] if m["role"] == "user"]
+    goal = (users[-1] if users else "").strip()[:GOAL_CHARS] or "Continue the task."
+    seen: dict[str, None] = {}
+    for m in _IDENT.finditer(text[:400_000]):
+        value = m.group(0).strip("([{\"'`<").rstrip(")]\"'`,;:.!?<>")
+        if len(value) >= 4:
+            seen.setdefault(value, None)
+        if len(seen) >= 200:
             break
     return "\n".join(
         [
             "## Goal",
-            (ask or "Continue the task.")[:GOAL_CHARS],
+            goal,
             "## Progress",
             "- Reproduced the problem, read the relevant files, ran the commands shown.",
             "## Decisions",
-            "- Reproduced the problem, then read the relevant files and ran the commands shown.",
+            "- Work from the files and outputs shown; keep changes minimal.",
             "## Open TODOs",
             "- Finish the fix and run the checks again.",
             "## Constraints/Rules",
-            "- Keep changes minimal; run the tests before submitting.",
+            "- Run the tests before submitting.",
             "## Pending user asks",
-            ask or "None.",
+            "None.",
             "## Exact identifiers",
             *(f"- {s}" for s in seen),
         ]
@@ -381,9 +381,10 @@ def hermes(gw: GatewayProcess, tmp: Path, sessions: list[Session], args: Any) ->
         "tool_calls": sum(len(st.get("tool_calls") or []) for t in turns for st in t.steps),
         "arms": {},
     }
-    for arm in ("verbatim", "host", "ours"):
-        out["arms"][arm] = hermes_arm(gw, tmp, turns, arm, args.hermes_window, args.ours_budget)
-    return saved(out)
+    for arm in args.arms.split(","):
+        name = arm if arm != "ours" or not args.ours_budget else f"ours_budget_{args.ours_budget}"
+        out["arms"][name] = hermes_arm(gw, tmp, turns, arm, args.hermes_window, args.ours_budget)
+    return out
 
 
 # --- OpenClaw -----------------------------------------------------------------------------
@@ -419,13 +420,18 @@ def openclaw_arm(
             home.install_plugin(BRIDGE_DIR, BRIDGE_ID, {**config, "offload": {"enabled": False}})
             cfg = home.read_config()
             cfg.setdefault("plugins", {}).setdefault("slots", {})["contextEngine"] = "legacy"
-            if arm == "verbatim":
-                defaults = cfg.setdefault("agents", {}).setdefault("defaults", {})
-                defaults["compaction"] = {"enabled": False}
+        defaults = cfg.setdefault("agents", {}).setdefault("defaults", {})
+        if arm == "verbatim":
+            defaults["compaction"] = {"enabled": False}
+        else:
+            # OpenClaw's safeguard audits a summary against its own extraction of the latest
+            # ask and identifiers (exact JSON of the request, 12 identifiers); a fake is not a
+            # summarizer, so that audit is off (every compaction would fail and end the turn).
+            defaults["compaction"] = {"qualityGuard": {"enabled": False}}
         cfg["models"]["providers"]["fake"]["models"][0]["contextWindow"] = window
         home.write_config(cfg)
         key = f"agent:main:hc-{arm}"
-        failures = 0
+        failures, reasons = 0, []
         turn_reqs: list[tuple[str, list[dict[str, Any]]]] = []
         summaries: list[dict[str, Any]] = []
         side = 0
@@ -434,7 +440,9 @@ def openclaw_arm(
             start = len(llm.requests)
             agent.push(*t.steps)
             done = home.agent(t.prompt, key, timeout=900)
-            failures += done.returncode != 0
+            if done.returncode != 0:
+                failures += 1
+                reasons.append((done.stdout + done.stderr)[-400:])
             agent.clear()
             main, summ, s = split_requests(agent, start)
             turn_reqs.append((t.prompt, main))
@@ -450,6 +458,7 @@ def openclaw_arm(
         out.update(
             window=window,
             failures=failures,
+            failure_tails=reasons[:3],
             wall_s=round(time.monotonic() - t0, 1),
             compactions=folds if arm == "ours" else len(summaries),
         )
@@ -471,14 +480,14 @@ def openclaw(gw: GatewayProcess, tmp: Path, sessions: list[Session], args: Any) 
         "tool_calls": sum(len(st.get("tool_calls") or []) for t in turns for st in t.steps),
         "arms": {},
     }
-    arms = ("verbatim", "host", "ours")
+    arms = args.arms.split(",")
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:  # each turn costs ~20-35 s
         futures = {
             a: pool.submit(openclaw_arm, install, gw, tmp, turns, a, args.openclaw_window)
             for a in arms
         }
         out["arms"] = {a: futures[a].result() for a in arms}
-    return saved(out)
+    return out
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -502,16 +511,23 @@ def save(result: dict[str, Any]) -> None:
         except (OSError, ValueError):
             previous = {}
         out = {**previous, **{k: v for k, v in result.items() if v is not None}}
+        for host in ("hermes", "openclaw"):  # arms this run skipped keep their last figures
+            old, new = previous.get(host), result.get(host)
+            if old and new and old.get("sessions") == new.get("sessions"):
+                new["arms"] = {**old.get("arms", {}), **new["arms"]}
+            if out.get(host):
+                saved(out[host])
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n", "utf-8")
 
 
 def print_table(result: dict[str, Any]) -> None:
     print(
-        "\n| host | arm | model calls | tokens sent (calls) | summary calls' tokens | total |"
-        " saved vs verbatim | compactions | task absent | over window | max request |"
+        "\n| host | arm | window | turns failed | model calls | tokens sent (calls) | host summary"
+        " calls (tokens) | total | saved vs verbatim | compactions | task absent | over window |"
+        " max request |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for host in ("hermes", "openclaw"):
         part = result.get(host)
         if not part:
@@ -519,8 +535,9 @@ def print_table(result: dict[str, Any]) -> None:
         for arm, f in part["arms"].items():
             saved_ = f["saved_vs_verbatim"]
             print(
-                f"| {host} | {arm} | {f['model_calls']} | {f['tokens_sent']:,} |"
-                f" {f['summary_tokens']:,} | {f['tokens_total']:,} |"
+                f"| {host} | {arm} | {f['window']:,} | {f['failures']} | {f['model_calls']} |"
+                f" {f['tokens_sent']:,} | {f['summary_calls']} ({f['summary_tokens']:,}) |"
+                f" {f['tokens_total']:,} |"
                 f" {'–' if arm == 'verbatim' else f'{saved_ * 100:.1f}%'} | {f['compactions']} |"
                 f" {f['task_absent']} | {f['over_window']} | {f['max_request_tokens']:,} |"
             )
@@ -548,7 +565,13 @@ def main() -> None:
         "--ours-budget", type=int, default=0, help="Hermes offload_token_budget (0: the window)"
     )
     parser.add_argument("--parallel", type=int, default=3, help="OpenClaw arms at once")
+    parser.add_argument(
+        "--arms", default="verbatim,host,ours", help="which arms to run (the others are kept)"
+    )
     args = parser.parse_args()
+    global RESULTS
+    if args.quick:  # a smoke run never overwrites the recorded figures
+        RESULTS = ROOT / "bench" / "out" / "host_compaction-quick.json"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the gateway on a kill
     if args.host in ("hermes", "both") and not (hermes_venv() / "bin" / "hermes").exists():
         raise SystemExit(f"hermes-agent venv missing at {hermes_venv()} (make hosts)")

@@ -309,14 +309,6 @@ def config_schema() -> list[dict[str, Any]]:
             "env_var": "MEMORY_TENCENTDB_RECALL_BUDGET_S",
         },
         {
-            "key": "recall_placement",
-            "description": "Where each turn's recalled memories go: with the user's message"
-            " (prepend: the system prompt stays cacheable) or appendSystem",
-            "default": "prepend",
-            "choices": ["prepend", "appendSystem"],
-            "env_var": "MEMORY_TENCENTDB_RECALL_PLACEMENT",
-        },
-        {
             "key": "first_turn_budget_s",
             "description": "Seconds the first turn may wait for a gateway that is starting (0.5-7.5)",
             "default": "7",
@@ -337,5 +329,13 @@ def config_schema() -> list[dict[str, Any]]:
             "description": "Gateway data directory (blank: ~/.memory-tencentdb/memory-tdai)",
             "default": "",
             "env_var": "TDAI_DATA_DIR",
+        },
+        {
+            "key": "recall_placement",
+            "description": "Where each turn's recalled memories go: with the user's message"
+            " (prepend: the system prompt stays cacheable) or appendSystem",
+            "default": "prepend",
+            "choices": ["prepend", "appendSystem"],
+            "env_var": "MEMORY_TENCENTDB_RECALL_PLACEMENT",
         },
     ]

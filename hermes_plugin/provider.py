@@ -78,6 +78,11 @@ GUIDE = (
     "(earlier messages, verbatim). When the user asks you to forget something, call "
     f"`{FORGET}` and tell them what it removed."
 )
+# The same, for recall_placement "appendSystem" (the memories come at the end of this prompt).
+GUIDE_SYSTEM_PLACEMENT = GUIDE.replace(
+    "memory-context block next to the user's message",
+    "relevant-memories block at the end of this system prompt",
+)
 
 
 def _limit(value: Any, default: int = 5) -> int:
@@ -384,21 +389,22 @@ class MemoryTencentdbProvider(MemoryProvider):
         return self._offload
 
     def _system_prompt_block(self) -> str:
+        guide = GUIDE if self._placement == "prepend" else GUIDE_SYSTEM_PLACEMENT
         gw = self._gw
         if gw is None or self._closed:
-            return GUIDE
+            return guide
         self._stable_in_system = False
         if gw.supervisor.state != UP:
-            return GUIDE  # not up yet: prefetch carries the stable part instead
+            return guide  # not up yet: prefetch carries the stable part instead
         try:
             out = gw.client.recall(
                 self._recall_body(STABLE_QUERY), min(1.0, gw.settings.recall_budget_s)
             )
         except (GatewayUnavailable, GatewayRejected):
-            return GUIDE
+            return guide
         stable = str(out.get("append_system_context") or "").strip()
         self._stable_in_system = bool(stable)
-        return f"{GUIDE}\n\n{stable}" if stable else GUIDE
+        return f"{guide}\n\n{stable}" if stable else guide
 
     def prefetch(self, query: str, *, session_id: str = "") -> str:
         """This turn's memories from /recall, within the recall budget; "" on any trouble."""

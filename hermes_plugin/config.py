@@ -55,7 +55,11 @@ _FIELDS: dict[str, tuple[tuple[str, ...], Any, type, float | None, float | None]
     "offload_previous_engine": ((), "", str, None, None),
     # Hermes's own model distils memory when the gateway has no LLM (issue 24; host_model.py).
     "host_llm": (("MEMORY_TENCENTDB_HOST_LLM",), True, bool, None, None),
+    # Where this turn's memories go: "prepend" or "appendSystem" (recall_placement.py).
+    "recall_placement": (("MEMORY_TENCENTDB_RECALL_PLACEMENT",), "prepend", str, None, None),
 }
+# Settings of type str that take one of a few values.
+_CHOICES: dict[str, tuple[str, ...]] = {"recall_placement": ("prepend", "appendSystem")}
 
 # The gateway's floor for /offload/assemble's token_budget (a 422 below it): the system prompt,
 # the turn's request and the canvas need at least this much.
@@ -95,6 +99,9 @@ def parse_value(key: str, raw: Any) -> Any:
             return False
         raise ValueError(f"{key}: {raw!r} is not true or false (use true/false, yes/no, 1/0)")
     if kind is str:
+        choices = _CHOICES.get(key)
+        if choices and str(text) not in choices:
+            raise ValueError(f"{key}: {raw!r} is not one of {', '.join(choices)}")
         return str(text)
     try:
         if isinstance(text, bool):
@@ -154,6 +161,7 @@ class Settings:
     offload_compress_timeout_s: float = 20.0
     offload_previous_engine: str = ""
     host_llm: bool = True
+    recall_placement: str = "prepend"
     home: Path = field(default_factory=Path.home)
 
     @property
@@ -321,5 +329,13 @@ def config_schema() -> list[dict[str, Any]]:
             "description": "Gateway data directory (blank: ~/.memory-tencentdb/memory-tdai)",
             "default": "",
             "env_var": "TDAI_DATA_DIR",
+        },
+        {
+            "key": "recall_placement",
+            "description": "Where each turn's recalled memories go: with the user's message"
+            " (prepend: the system prompt stays cacheable) or appendSystem",
+            "default": "prepend",
+            "choices": ["prepend", "appendSystem"],
+            "env_var": "MEMORY_TENCENTDB_RECALL_PLACEMENT",
         },
     ]

@@ -27,7 +27,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from . import hooks, host_model, offload
+from . import hooks, host_model, offload, recall_placement
 from .client import GatewayRejected, GatewayUnavailable
 from .config import Settings, config_schema, save
 from .link import Gateway, connect
@@ -77,6 +77,11 @@ GUIDE = (
     f"`{MEMORY_SEARCH}` (facts, preferences, instructions) or `{CONVERSATION_SEARCH}` "
     "(earlier messages, verbatim). When the user asks you to forget something, call "
     f"`{FORGET}` and tell them what it removed."
+)
+# The same, for recall_placement "appendSystem" (the memories come at the end of this prompt).
+GUIDE_SYSTEM_PLACEMENT = GUIDE.replace(
+    "memory-context block next to the user's message",
+    "relevant-memories block at the end of this system prompt",
 )
 
 
@@ -223,6 +228,9 @@ class MemoryTencentdbProvider(MemoryProvider):
         self.tool_calls_seen = 0
         self._offload: bool | None = None  # None: not known before initialize
         self._read_marker: Path | None = None
+        # recall_placement (recall_placement.py) and, for "appendSystem", this turn's memories.
+        self._placement = "prepend"
+        self._turn_memories = ""
 
     # -- identity ----------------------------------------------------------------------------
 
@@ -285,6 +293,12 @@ class MemoryTencentdbProvider(MemoryProvider):
             self._replay_kept(gw)
         hooks.route(hermes_session, self)
         self._offload = settings.offload
+        self._placement = "prepend"
+        if settings.recall_placement == "appendSystem":
+            if recall_placement.install():
+                self._placement = "appendSystem"
+            else:  # no seam to put them in the system message: they ride with the user's
+                log.warning("memory_tencentdb: recall_placement appendSystem unavailable here")
         self._read_marker = settings.offload_used_marker
         if settings.offload:
             offload.route(hermes_session, self._offload_route())
@@ -375,21 +389,22 @@ class MemoryTencentdbProvider(MemoryProvider):
         return self._offload
 
     def _system_prompt_block(self) -> str:
+        guide = GUIDE if self._placement == "prepend" else GUIDE_SYSTEM_PLACEMENT
         gw = self._gw
         if gw is None or self._closed:
-            return GUIDE
+            return guide
         self._stable_in_system = False
         if gw.supervisor.state != UP:
-            return GUIDE  # not up yet: prefetch carries the stable part instead
+            return guide  # not up yet: prefetch carries the stable part instead
         try:
             out = gw.client.recall(
                 self._recall_body(STABLE_QUERY), min(1.0, gw.settings.recall_budget_s)
             )
         except (GatewayUnavailable, GatewayRejected):
-            return GUIDE
+            return guide
         stable = str(out.get("append_system_context") or "").strip()
         self._stable_in_system = bool(stable)
-        return f"{GUIDE}\n\n{stable}" if stable else GUIDE
+        return f"{guide}\n\n{stable}" if stable else guide
 
     def prefetch(self, query: str, *, session_id: str = "") -> str:
         """This turn's memories from /recall, within the recall budget; "" on any trouble."""
@@ -403,6 +418,7 @@ class MemoryTencentdbProvider(MemoryProvider):
             self.last_prefetch_ms = (time.perf_counter() - t0) * 1000
 
     def _prefetch(self, query: str) -> str:
+        self._turn_memories = ""  # a turn whose recall fails carries none of the last turn's
         gw = self._gw
         if gw is None or self._closed or not query or not query.strip():
             return ""
@@ -437,12 +453,19 @@ class MemoryTencentdbProvider(MemoryProvider):
         stable = str(out.get("append_system_context") or "").strip()
         if "prepend_context" not in out and "append_system_context" not in out:
             per_turn = str(out.get("context") or "").strip()  # an older gateway
+        if self._placement == "appendSystem":
+            # recall_placement.py appends them to the system message of this turn's calls.
+            self._turn_memories, per_turn = per_turn, ""
         parts = []
         if stable and not self._stable_in_system:
             parts.append(stable)
         if per_turn:
             parts.append(per_turn)
         return "\n\n".join(parts)
+
+    def system_memories(self) -> str:
+        """This turn's memories for the system message (``appendSystem`` placement), else ""."""
+        return self._turn_memories if self._placement == "appendSystem" else ""
 
     def _ready_within(self, gw: Gateway, until: float) -> bool:
         """Wait (until a monotonic deadline) for a starting gateway; False if it is not ours.

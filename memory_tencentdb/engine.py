@@ -48,10 +48,11 @@ EMBED_WAIT_MAX_ROWS = 128
 
 
 def index_backends() -> dict[str, str]:
-    """Which vector index serves each layer (see ``store/vector_index.py`` for why)."""
+    """Which vector index serves each layer (see ``store/vector_index.py`` for why; "auto":
+    in memory while it is small, see ``store.db.AUTO_NUMPY_BYTES``)."""
     return {
         "l1": os.environ.get("TDAI_VECTOR_INDEX_L1", "numpy"),
-        "l0": os.environ.get("TDAI_VECTOR_INDEX_L0", "vec0"),
+        "l0": os.environ.get("TDAI_VECTOR_INDEX_L0", "auto"),
     }
 
 
@@ -397,17 +398,23 @@ class Engine:
             "redo_waiting": redo.get("waiting", 0),
         }
 
+    def _index_kind(self, layer: str, backend: str) -> str:
+        """The kind of the index serving ``layer`` (the first model's; "auto" decides per model
+        when the index opens, on the size of the layer then)."""
+        if self.vectorizer.state != "ready":
+            return "none"
+        for emb in self.vectorizer.embedders:
+            index = self.store.index(layer, emb.model_id)
+            if index is not None:
+                return index.kind
+        return "vec0" if backend == "vec0" and self.store.binding.vec_available else "numpy"
+
     def health(self) -> dict[str, Any]:
         v = self.vectorizer
         b = self.store.binding
         degraded = self.degraded()
         index = {
-            layer: (
-                "none"
-                if v.state != "ready"
-                else ("vec0" if backend == "vec0" and b.vec_available else "numpy")
-            )
-            for layer, backend in self.backends.items()
+            layer: self._index_kind(layer, backend) for layer, backend in self.backends.items()
         }
         if self.store.backend == "postgres":  # pgvector for both layers (shared by gateways)
             index = {layer: "none" if v.state != "ready" else "pgvector" for layer in index}

@@ -124,15 +124,10 @@ def _recall(
     if deadline is not None and time.monotonic() >= deadline:
         return RecallResult(strategy="timeout")  # its caller has already answered; skip the work
     clean = clip_query(clean_captured(query or ""))
-    # Whether the scope has memories to search (what the tool guide of the stable part is for):
-    # a property of the scope, not of this turn, so the stable part does not change from a turn
-    # that injects to one that does not (prompt caches keep it).
-    searchable = False
     if cfg.enabled and len(clean) >= 2:
         relevant, rows, result.strategy, result.relevance = _relevant_in(
             store, vectorizer, cfg, scope, clean
         )
-        searchable = bool(rows)
         # Team scopes: each one is searched and cut on its own (its relevance is measured
         # against its own memories), then the survivors compete on score with the scope's own.
         for team in team_scopes:
@@ -185,7 +180,7 @@ def _recall(
         )
     # Persona and scenes are per scope (the default scope keeps the top-level layout).
     root = scope_root(store.data_dir, scope)
-    result.append_system_context = stable_context(root, bool(lines) or searchable, tool_names)
+    result.append_system_context = stable_context(root, tool_names)
     return result
 
 
@@ -293,8 +288,12 @@ def relevant_hits(
     return kept, summary
 
 
-def stable_context(data_dir: Path, have_memories: bool, tool_names: dict[str, str] | None) -> str:
-    """Persona + scene navigation + tool guide (the guide only when there is something to find)."""
+def stable_context(data_dir: Path, tool_names: dict[str, str] | None) -> str:
+    """Persona + scene navigation + tool guide: it changes only when the persona or the scenes
+    do, so a host's prompt cache keeps it. The guide is always there (the original left it out
+    until something was found: the system part then changed when a scope got its first memory,
+    and on every turn whose query found nothing, a one-character one or, keyword-only, one
+    with no matching word; bench/injection_bench.py counted such a change)."""
     parts = []
     persona = _read_persona(data_dir)
     if persona:
@@ -302,8 +301,7 @@ def stable_context(data_dir: Path, have_memories: bool, tool_names: dict[str, st
     nav = _scene_navigation(data_dir)
     if nav:
         parts.append(f"<scene-navigation>\n{escape_tags(nav)}\n</scene-navigation>")
-    if parts or have_memories:
-        parts.append(tool_guide(tool_names))
+    parts.append(tool_guide(tool_names))
     return "\n\n".join(parts)
 
 

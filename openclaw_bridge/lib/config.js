@@ -12,7 +12,11 @@ export const DEFAULTS = Object.freeze({
   dataDir: "",
   // Memory scope; "" = the agent id within this state directory (see lib/ownership.js).
   scope: "",
-  recall: { enabled: true, timeoutMs: 2_500, maxChars: 8_000 },
+  // placement: where this turn's memories go. "prepend" (with the user's message; the system
+  // part keeps only what changes with the persona or scenes, so the host's prompt cache holds)
+  // or "appendSystem" (after the stable part, in the system part: the system part then changes
+  // whenever the memories do). Default chosen by bench/injection_bench.py (bench/RESULTS.md).
+  recall: { enabled: true, timeoutMs: 2_500, maxChars: 8_000, placement: "prepend" },
   capture: { enabled: true, timeoutMs: 5_000 },
   tools: { enabled: true, timeoutMs: 8_000 },
   sessionEnd: { enabled: true, timeoutMs: 1_500 },
@@ -52,6 +56,9 @@ export const DEFAULTS = Object.freeze({
   },
 });
 
+/** The values of `recall.placement` (the names the original's bridge used). */
+export const PLACEMENTS = Object.freeze(["prepend", "appendSystem"]);
+
 /** Returns { config, warnings }: config is complete and typed, warnings are human sentences. */
 export function resolveConfig(raw) {
   const warnings = [];
@@ -60,6 +67,13 @@ export function resolveConfig(raw) {
     warnings.push("plugin config is not an object; using defaults");
   }
   const config = merge(DEFAULTS, input, "", warnings);
+  if (!PLACEMENTS.includes(config.recall.placement)) {
+    warnings.push(
+      `config "recall.placement" should be one of ${PLACEMENTS.map((p) => JSON.stringify(p)).join(", ")};` +
+        ` using ${JSON.stringify(DEFAULTS.recall.placement)}`,
+    );
+    config.recall.placement = DEFAULTS.recall.placement;
+  }
   return { config, warnings };
 }
 

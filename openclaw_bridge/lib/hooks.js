@@ -59,7 +59,18 @@ export function createHooks({ config, link, warn, say = () => {}, turns, scopeOf
     } catch {
       return undefined;
     }
+    return placed(prepend, system, config.recall.placement);
+  }
+
+  /** The hook's answer: the stable part in the system part, this turn's memories where
+   * `recall.placement` puts them (with the user's message, or after the stable part). */
+  function placed(prepend, system, placement) {
     const out = {};
+    if (placement === "appendSystem") {
+      const parts = [system, prepend].filter(Boolean);
+      if (parts.length) out.appendSystemContext = parts.join("\n\n");
+      return out;
+    }
     if (prepend) out.prependContext = prepend;
     if (system) out.appendSystemContext = system;
     return out;

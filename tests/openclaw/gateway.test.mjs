@@ -85,6 +85,35 @@ test("recall: a memory of the agent's scope reaches the prompt; another agent's 
   assert.deepEqual(api.warnings(), []);
 });
 
+test("recall.placement: prepend keeps this turn's memories out of the system part; appendSystem puts them after the stable part", { skip }, async () => {
+  const marker = `amber-${randomUUID().slice(0, 8)}`;
+  const agent = `p${randomUUID().slice(0, 8)}`;
+  await gateway("/memories", {
+    content: `The user's favorite color is ${marker}.`,
+    type: "persona",
+    session_key: `agent:${agent}:seed`,
+    scope: agent,
+  });
+  const start = relocated("tool_turn", "before_prompt_build", 0, { agent });
+
+  const prepend = await (await bridge()).fire("before_prompt_build", start.event, start.ctx);
+  assert.ok(prepend.prependContext.includes(marker));
+  assert.ok(!prepend.appendSystemContext.includes("<relevant-memories>"), "system part: stable only");
+  // Another turn of the session, about something else: the system part is the same text.
+  const other = relocated("tool_turn", "before_prompt_build", 0, { agent });
+  other.event = { ...other.event, prompt: "How do I reverse a linked list in Python?" };
+  delete other.event.currentUserMessage;
+  const later = await (await bridge()).fire("before_prompt_build", other.event, other.ctx);
+  assert.equal(later.appendSystemContext, prepend.appendSystemContext);
+
+  const api = await bridge({ recall: { ...LINK.recall, placement: "appendSystem" } });
+  const system = await api.fire("before_prompt_build", start.event, start.ctx);
+  assert.equal(system.prependContext, undefined);
+  assert.ok(system.appendSystemContext.startsWith(prepend.appendSystemContext), "stable part first");
+  assert.ok(system.appendSystemContext.endsWith(prepend.prependContext), "then this turn's memories");
+  assert.deepEqual(api.warnings(), []);
+});
+
 test("capture: only this turn of a recorded two-turn session is stored", { skip }, async () => {
   const api = await bridge();
   const session = randomUUID();

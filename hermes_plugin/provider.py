@@ -218,6 +218,10 @@ class MemoryTencentdbProvider(MemoryProvider):
         self._ended = True  # nothing captured yet, so nothing to end
         self._last_ts = 0
         self._stable_in_system = False
+        # The last stable part the gateway gave (persona, scenes, tool guide): Hermes rebuilds
+        # its system prompt after every compaction, and a recall that comes back late then
+        # must not drop the block (it changes only with the persona or the scenes).
+        self._last_stable = ""
         self._tool_records: deque[dict[str, Any]] = deque(maxlen=200)
         self._initialized = False
         self._closed = False
@@ -394,17 +398,20 @@ class MemoryTencentdbProvider(MemoryProvider):
         if gw is None or self._closed:
             return guide
         self._stable_in_system = False
-        if gw.supervisor.state != UP:
+        stable = self._last_stable
+        if gw.supervisor.state == UP:
+            try:
+                out = gw.client.recall(
+                    self._recall_body(STABLE_QUERY), min(1.0, gw.settings.recall_budget_s)
+                )
+                stable = str(out.get("append_system_context") or "").strip()
+                self._last_stable = stable
+            except (GatewayUnavailable, GatewayRejected):
+                pass  # late or refused: the last block this process had, if any
+        if not stable:
             return guide  # not up yet: prefetch carries the stable part instead
-        try:
-            out = gw.client.recall(
-                self._recall_body(STABLE_QUERY), min(1.0, gw.settings.recall_budget_s)
-            )
-        except (GatewayUnavailable, GatewayRejected):
-            return guide
-        stable = str(out.get("append_system_context") or "").strip()
-        self._stable_in_system = bool(stable)
-        return f"{guide}\n\n{stable}" if stable else guide
+        self._stable_in_system = True
+        return f"{guide}\n\n{stable}"
 
     def prefetch(self, query: str, *, session_id: str = "") -> str:
         """This turn's memories from /recall, within the recall budget; "" on any trouble."""

@@ -441,3 +441,27 @@ def test_memory_search_tool_on_a_starting_gateway_waits_for_its_models(env, monk
         assert p2._gw.supervisor.ready
     finally:
         p2.shutdown()
+
+
+def test_a_late_recall_keeps_the_stable_part_in_the_rebuilt_system_prompt(env, monkeypatch):
+    """Hermes rebuilds its system prompt after every compaction: a recall that comes back late
+    (a loaded machine, measured in the real-Hermes replay) keeps the last stable part instead
+    of dropping the persona and the tool guide from the prompt."""
+    from hermes_plugin.client import GatewayUnavailable
+
+    p = started(MemoryTencentdbProvider(), "sess-stable", env.home)
+    try:
+        body = {"content": "用户不喝咖啡 / The user does not drink coffee", "type": "persona",
+                "session_key": "sess-stable", "scope": p._scope}  # fmt: skip
+        r = httpx.post(f"{env.url}/memories", json=body, headers=env.headers(), timeout=30)
+        assert r.status_code in (200, 201), r.text
+        first = p.system_prompt_block()
+        assert "<memory-tools-guide>" in first, first
+
+        def late(*_a, **_k):
+            raise GatewayUnavailable("ReadTimeout: timed out")
+
+        monkeypatch.setattr(p._gw.client, "recall", late)
+        assert p.system_prompt_block() == first
+    finally:
+        p.shutdown()

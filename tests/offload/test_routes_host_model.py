@@ -11,6 +11,9 @@ extractive row (visible in ``/health``) and the summary arrives once the model a
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -151,6 +154,13 @@ def test_a_failing_model_keeps_the_extractive_row_then_completes_later(env, mode
             model = next(m for m in h["llm"]["host_models"] if m["principal"] == "agent-a")
             assert model["failures"] >= 1 and model["last_error"], model
             assert h["offload"]["llm_waiting"]["deferred"] >= 1, h["offload"]
+            if mode == "http429":  # `memory-tencentdb status` counts it among the waiting tasks
+                run = subprocess.run(
+                    [sys.executable, "-m", "memory_tencentdb", "status"],
+                    env=gw.env(), capture_output=True, text=True, timeout=60,
+                )  # fmt: skip
+                line = next(x for x in run.stdout.splitlines() if x.startswith("memory llm:"))
+                assert re.search(r"; [1-9]\d* task\(s\) waiting;", line), line
     finally:
         a.mode = "good"
     with client(gw, KEY_A) as c:

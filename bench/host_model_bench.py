@@ -18,10 +18,12 @@
    L1.5 boundaries, L2 canvases) per task, on one long-lived gateway.
 4. **Long-lived overhead**: Hermes gateway mode (``hermes gateway run``, its api_server platform),
    host model on vs off, per-turn time from request to answer.
+   The same under ``openclaw gateway run`` (``hostLlm.enabled`` true / false), turns by
+   ``openclaw agent`` without ``--local``.
 5. **One-shot overhead with offload**: ``hermes chat -Q -q`` with ``--offload`` and a tool call,
    on vs off: the offload's tasks reach the model while the turn runs.
 
-    .venv/bin/python bench/host_model_bench.py [--quick] [--only chat,agent,long_lived,one_shot,one_shot_offload]
+    .venv/bin/python bench/host_model_bench.py [--quick] [--only PART,...]
 
 Writes bench/results/host_model.json.
 """
@@ -306,6 +308,52 @@ def long_lived_overhead(turns: int) -> dict[str, Any]:
     }
 
 
+def long_lived_openclaw_overhead(turns: int) -> dict[str, Any]:
+    """``openclaw gateway run`` (tests/openclaw/gateway_run.py): two long-lived OpenClaw
+    Gateways, the bridge's ``hostLlm.enabled`` true and false, on one memory gateway; turns by
+    ``openclaw agent`` (no ``--local``), alternating, each timed whole (the CLI's own start-up,
+    several seconds, is in both)."""
+    from tests.openclaw.gateway_run import OpenClawGateway
+    from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID, OpenClawHome, OpenClawInstall
+
+    install = OpenClawInstall.find()
+    if install is None:
+        return {"skipped": "openclaw missing (make hosts)"}
+    conversation = gen_l0(2 * turns, seed=12)
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    with FakeLLM() as fake, tempfile.TemporaryDirectory() as tmp:
+        ModelLike(fake)
+        gw = GatewayProcess(Path(tmp) / "data", env={"TDAI_EMBEDDING_PROVIDER": "none"}).start()
+        hosts: dict[str, Any] = {}
+        try:
+            for mode in ("on", "off"):
+                home = OpenClawHome(install, Path(tmp) / f"oc-{mode}", fake.base_url)
+                cfg = {"port": gw.port, "dataDir": str(gw.data_dir)}
+                cfg["hostLlm"] = {"enabled": mode == "on"}
+                home.install_plugin(BRIDGE_DIR, BRIDGE_ID, cfg)
+                hosts[mode] = OpenClawGateway(home)
+            for mode in ("on", "off"):
+                hosts[mode].turn("warm-up: hello", f"agent:main:bench-{mode}")
+            for i in range(turns):
+                user = conversation[2 * i][1]
+                for mode in ("on", "off") if i % 2 == 0 else ("off", "on"):
+                    times[mode].append(hosts[mode].turn(user, f"agent:main:bench-{mode}"))
+            memory_calls = sum(1 for r in fake.requests if (r.get("_headers") or {}).get(TASK))
+        finally:
+            for h in hosts.values():
+                h.stop()
+            gw.stop()
+    on, off = statistics.median(times["on"]), statistics.median(times["off"])
+    return {
+        "turns_each": turns,
+        "median_turn_s_on": round(on, 2),
+        "median_turn_s_off": round(off, 2),
+        "overhead_s": round(on - off, 2),
+        "runs_s": {k: [round(x, 2) for x in v] for k, v in times.items()},
+        "memory_llm_calls_during_turns": memory_calls,
+    }
+
+
 def one_shot_offload_overhead(runs: int) -> dict[str, Any]:
     """Real ``hermes chat -Q -q`` runs with ``--offload``, each calling a tool (``terminal``
     printing a 3,000-character log), gateway already running, host model on vs off
@@ -397,8 +445,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument(
         "--only",
-        default="chat,agent,long_lived,one_shot,one_shot_offload",
-        help="comma-separated parts: chat, agent, long_lived, one_shot, one_shot_offload"
+        default="chat,agent,long_lived,long_lived_openclaw,one_shot,one_shot_offload",
+        help="comma-separated parts: chat, agent, long_lived, long_lived_openclaw, one_shot,"
+        " one_shot_offload"
         " (the others are kept from the results file)",
     )
     args = ap.parse_args()
@@ -411,6 +460,8 @@ def main() -> None:
         out["agent_sessions"] = agent_sessions_per_100_turns(None if not args.quick else 12)
     if "long_lived" in only:
         out["long_lived"] = long_lived_overhead(20 if not args.quick else 8)
+    if "long_lived_openclaw" in only:
+        out["long_lived_openclaw"] = long_lived_openclaw_overhead(8 if not args.quick else 3)
     if "one_shot_offload" in only:
         out["one_shot_offload"] = one_shot_offload_overhead(4 if not args.quick else 2)
     if "one_shot" in only:

@@ -283,8 +283,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"llm:         {'configured' if llm.get('configured') else 'not configured'}")
     if llm.get("serving"):  # issue 24: which model distils memory, tasks waiting, budget left
         budget = llm.get("budget") or {}
+        offload_waiting = ((health.get("offload") or {}).get("llm_waiting") or {}).get("deferred")
+        waiting = llm.get("redo_waiting", 0) + (offload_waiting or 0)  # pipeline + offload
         print(
-            f"memory llm:  {llm['serving']}; {llm.get('redo_waiting', 0)} task(s) waiting;"
+            f"memory llm:  {llm['serving']}; {waiting} task(s) waiting;"
             f" budget left today {budget.get('calls_left')} calls,"
             f" {budget.get('tokens_left')} tokens"
         )

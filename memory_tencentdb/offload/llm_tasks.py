@@ -20,7 +20,8 @@ the day's memory budget), or waits (issue 24):
 - rows recorded before a gateway restart are not queued again (the day's budget goes to the
   turns of now).
 - a failed call (429, 5xx, timeout) or a bad answer (malformed JSON, wrong shape) rests that model
-  as the pipeline does and defers the task; after ``MAX_TRIES`` the rules' result stays.
+  as the pipeline does and defers the task; after ``MAX_TRIES`` bad answers the rules' result
+  stays (failed calls do not count: the task waits for the model to answer again).
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ RETRY_CHECK_S = 2.0
 # session starts (0.26 s after it in Hermes gateway mode's provider.log); a cold autostarted
 # gateway took over 12 s (test_e2e_openclaw_autostart), so 60 s leaves room.
 NO_MODEL_GRACE_S = 60.0
-MAX_TRIES = 3  # calls of one task to a host model (as the gateway LLM client's attempts)
+MAX_TRIES = (
+    3  # bad answers to one task before the rules' result stays (as the LLM client's attempts)
+)
 MAX_DEFERRED_PER_SCOPE = 200  # older deferred tasks keep the rules' result (as host_redo's cap)
 
 L1_SYSTEM = (
@@ -241,7 +244,9 @@ class LLMWorker:
             if hosted:
                 if client.entry.failures == before:  # a bad answer: the client saw a reply
                     client.entry.failed(msg)
-                job.tries += 1
+                    job.tries += 1
+                # A 429, 5xx or timeout only rests the model: the task is kept however long it
+                # rests (bounded by the per-scope cap and the day's budget, which each call uses).
                 self._defer(job)
 
     def _defer(self, job: _Job) -> None:

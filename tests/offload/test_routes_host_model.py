@@ -11,6 +11,9 @@ extractive row (visible in ``/health``) and the summary arrives once the model a
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -151,6 +154,13 @@ def test_a_failing_model_keeps_the_extractive_row_then_completes_later(env, mode
             model = next(m for m in h["llm"]["host_models"] if m["principal"] == "agent-a")
             assert model["failures"] >= 1 and model["last_error"], model
             assert h["offload"]["llm_waiting"]["deferred"] >= 1, h["offload"]
+            if mode == "http429":  # `memory-tencentdb status` counts it among the waiting tasks
+                run = subprocess.run(
+                    [sys.executable, "-m", "memory_tencentdb", "status"],
+                    env=gw.env(), capture_output=True, text=True, timeout=60,
+                )  # fmt: skip
+                line = next(x for x in run.stdout.splitlines() if x.startswith("memory llm:"))
+                assert re.search(r"; [1-9]\d* task\(s\) waiting;", line), line
     finally:
         a.mode = "good"
     with client(gw, KEY_A) as c:
@@ -160,3 +170,32 @@ def test_a_failing_model_keeps_the_extractive_row_then_completes_later(env, mode
         )
     assert got["summary"].startswith(f"LLM summary of {cid}")
     wait_for(lambda: health(gw)["offload"]["llm_waiting"]["deferred"] == 0, what="nothing deferred")
+
+
+def test_a_result_before_the_hand_over_is_summarised_once_the_model_arrives(env):
+    """A host hands its model over as its session starts, but a tool result may come first (the
+    hand-over is not awaited): its task waits (up to 60 s) and runs once the model is there."""
+    gw = env["gw"]
+    owner = gw.token or ""
+    with FakeLLM() as fo, client(gw, owner) as c:
+        late = OffloadResponder(fo).as_host_model()
+        post_result(c, "late-scope", "call_hm_late", ZH_RESULT)
+        time.sleep(2.5)  # the worker has looked for a model and found none allowed
+        assert row(c, "late-scope", "call_hm_late")["summary_by"] == "rules"
+        assert health(gw)["offload"]["llm_waiting"]["deferred"] >= 1
+        r = c.post(
+            "/llm/host-model",
+            json={"source": "hermes", "base_url": fo.base_url, "model": "owner-m"},
+        )
+        assert r.json() == {"used": True}, r.text
+        try:
+            got = wait_for(
+                lambda: (x := row(c, "late-scope", "call_hm_late"))["summary_by"] == "llm" and x,
+                what="the summary once the model is handed over",
+            )
+            assert got["summary"].startswith("LLM summary of call_hm_late")
+            assert "第1步" in prompts(late)  # the owner's model got this scope's output
+            # The other principals' models never saw it (neither may write late-scope).
+            assert "call_hm_late" not in prompts(env["a"]) + prompts(env["b"])
+        finally:
+            c.delete("/llm/host-model")

@@ -9,9 +9,6 @@ over and our extraction requests reach the fake; when our gateway restarts while
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -19,9 +16,10 @@ import httpx
 import pytest
 
 from memory_tencentdb.pipeline.prompts import L1_SYSTEM
+from tests.openclaw.gateway_run import OpenClawGateway
 from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID, OpenClawHome, require_openclaw
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.gateway import GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow]
@@ -37,7 +35,6 @@ FACTS = [
     Fact("乌龙茶", "用户下午喝乌龙茶。", "乌龙茶"),
 ]
 SCOPE = "main"
-TOKEN = "test-token"
 
 
 def memories(gw: GatewayProcess) -> dict[str, str]:
@@ -56,51 +53,6 @@ def wait_for(fn, timeout: float = 60.0, what: str = ""):
             return last
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}: {last!r}")
-
-
-class OpenClawGateway:
-    """`openclaw gateway run` on a free port, and turns sent to it by `openclaw agent`."""
-
-    def __init__(self, home: OpenClawHome) -> None:
-        self.home = home
-        self.port = free_port()
-        cfg = home.read_config()
-        cfg["gateway"] = {"port": self.port}  # where `openclaw agent` (no --local) finds it
-        home.write_config(cfg)
-        self.env = {**home.env(), "OPENCLAW_GATEWAY_TOKEN": TOKEN}
-        self.log = (home.root / "openclaw-gateway.log").open("ab")
-        self.proc = subprocess.Popen(
-            [str(home.install.node), str(home.install.entry), "gateway", "run",
-             "--allow-unconfigured", "--port", str(self.port), "--auth", "token",
-             "--bind", "loopback"],
-            env=self.env, cwd=str(home.root), stdout=self.log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-
-    def turn(self, message: str, session: str, attempts: int = 40) -> float:
-        """One turn through the Gateway; retried while it still starts. Returns seconds."""
-        done = None
-        for _ in range(attempts):
-            t0 = time.monotonic()
-            done = subprocess.run(
-                [str(self.home.install.node), str(self.home.install.entry), "agent",
-                 "--agent", "main", "--session-key", session, "--message", message, "--json"],
-                env=self.env, cwd=str(self.home.root), capture_output=True, text=True,
-                timeout=180, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
-            if done.returncode == 0:
-                return time.monotonic() - t0
-            assert self.proc.poll() is None, "openclaw gateway run exited"
-            time.sleep(2)
-        raise AssertionError(f"no turn through the OpenClaw Gateway: {done.stderr[-2000:]}")
-
-    def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.log.close()
 
 
 @pytest.fixture(scope="module")

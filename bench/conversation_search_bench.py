@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                 "search_top5_shared_with_first_tree": round(sum(same) / max(1, len(same)), 3),
                 "errors": errors[label],
                 "vector_index": gw.get_health().get("vector_index"),
+                # After both phases: what the in-memory L0 index costs in RAM.
+                "rss_mib_after": gw.rss()["rss_mib"],
             }
         result["loadavg_end"] = loadavg()
     finally:
@@ -162,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
 def table(result: dict) -> str:
     rows = [
         "| tree | /search/conversations p50 / p95 ms (n) | /recall p50 / p95 ms (n)"
-        " | gateway CPU ms per search / recall | search top 5 shared with the first tree |",
-        "|---|---|---|---|---|",
+        " | gateway CPU ms per search / recall | search top 5 shared with the first tree | RSS MiB |",
+        "|---|---|---|---|---|---|",
     ]
     for label, r in result["results"].items():
         s, c = r["search_conversations_ms"], r["recall_ms"]
@@ -171,7 +173,7 @@ def table(result: dict) -> str:
             f"| {label} | {s.get('p50')} / {s.get('p95')} ({s['n']}) | {c.get('p50')} /"
             f" {c.get('p95')} ({c['n']}) | {r['gateway_cpu_ms_per_search']} /"
             f" {r['gateway_cpu_ms_per_recall']} |"
-            f" {r['search_top5_shared_with_first_tree']} |"
+            f" {r['search_top5_shared_with_first_tree']} | {r['rss_mib_after']} |"
         )
     return "\n".join(rows)
 

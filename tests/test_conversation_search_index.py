@@ -14,7 +14,7 @@ import pytest
 
 from memory_tencentdb.store import db as store_db
 from memory_tencentdb.store.db import L0Input, Store
-from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index
+from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index, vec0_table_name
 
 TURNS = [
     ("我下个月去成都出差，想吃地道的火锅", "可以试试玉林路那几家老店。"),
@@ -86,5 +86,18 @@ def test_auto_picks_vec0_once_the_layer_outgrows_the_bound(tmp_path: Path, monke
         assert isinstance(store.open_index("l0", "m-small", 8, "auto"), NumpyIndex)
         monkeypatch.setattr(store_db, "AUTO_NUMPY_BYTES", 20 * 8 * 4 - 1)
         assert isinstance(store.open_index("l0", "m-large", 8, "auto"), Vec0Index)
+    finally:
+        store.close()
+    # Back under the bound (a later start): the vec0 table, no longer kept up to date, is gone.
+    monkeypatch.setattr(store_db, "AUTO_NUMPY_BYTES", 32 << 20)
+    store = Store(tmp_path / "data", UTC)
+    try:
+        table = vec0_table_name("l0", "m-large")
+        assert isinstance(store.open_index("l0", "m-large", 8, "auto"), NumpyIndex)
+        assert (
+            not store.reader()
+            .execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,))
+            .fetchall()
+        )
     finally:
         store.close()

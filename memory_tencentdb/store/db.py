@@ -812,6 +812,12 @@ class Store(PipelineTables):
             if backend == "auto":
                 fits = self.numpy_index_bytes(layer, dim) <= AUTO_NUMPY_BYTES
                 backend = "numpy" if fits else "vec0"
+                if fits and self.binding.vec_available:
+                    # A vec0 table from when it served (an older version, or a layer since
+                    # shrunk) is not kept up to date while the in-memory index serves: dropped,
+                    # so that vec0, chosen again, is rebuilt instead of trusted on its count.
+                    with self.write_lock:
+                        self.writer.execute(f"DROP TABLE IF EXISTS {vec0_table_name(layer, model)}")
             if backend == "vec0" and self.binding.vec_available:
                 index: VectorIndex = Vec0Index(
                     self.writer, self.reader, self.write_lock, vec0_table_name(layer, model), dim

@@ -38,7 +38,7 @@ def _why_pass(e: Any, standing: bool, about_world: bool) -> str:
     if about_world:
         return (
             f"a how-to about the world that names it: relevance {_f(z)} at least"
-            f" {_bar('WORLD_FLOOR_Z', 3.0)} and a shared word"
+            f" {_bar('WORLD_FLOOR_Z', 4.0)} and a shared word"
         )
     return f"stands out from its background: relevance {_f(z)} at least {_bar('FLOOR_Z', 2.0)}"
 
@@ -50,9 +50,9 @@ def _why_cut(e: Any, about_world: bool, world: float | None) -> str:
     if about_world:
         return (
             f"cut: a question about the world (log-odds {_f(world)} over"
-            f" {_bar('WORLD_MAX', 1.0)}) gets only memories that name what it names; this one"
+            f" {_bar('WORLD_MAX', 0.6)}) gets only memories that name what it names; this one"
             f" holds {cov:.0%} of its rare words (needs {coverage:.0%}, or a how-to sharing a"
-            f" word with relevance {_bar('WORLD_FLOOR_Z', 3.0)}; it has {_f(z)})"
+            f" word with relevance {_bar('WORLD_FLOOR_Z', 4.0)}; it has {_f(z)})"
         )
     return (
         f"cut: relevance {_f(z)} under {_bar('FLOOR_Z', 2.0)} and {cov:.0%} of the query's"
@@ -72,7 +72,7 @@ def _scope_candidates(
     kept_ids = {r for r, _ in kept}
     measured = summary.get("applied", False)
     world = summary.get("world_question")
-    about_world = world is not None and world > _bar("WORLD_MAX", 1.0)
+    about_world = world is not None and world > _bar("WORLD_MAX", 0.6)
     out = []
     for rank, (rowid, score) in enumerate(hits.ranked[:SHOWN], 1):
         row = rows.get(rowid)
@@ -163,8 +163,8 @@ def explain_recall(
         },
         "thresholds": {
             "floor_z": _bar("FLOOR_Z", 2.0),
-            "world_max": _bar("WORLD_MAX", 1.0),
-            "world_floor_z": _bar("WORLD_FLOOR_Z", 3.0),
+            "world_max": _bar("WORLD_MAX", 0.6),
+            "world_floor_z": _bar("WORLD_FLOOR_Z", 4.0),
             "coverage": _bar("COVERAGE_PASS", 0.6),
             "max_results": engine.settings.memory.recall.max_results,
         },

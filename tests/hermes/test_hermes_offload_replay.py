@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 
-from bench.hermes_offload_bench import SWE_QUICK, pick, replay_turns, task_count
+from bench.hermes_offload_bench import SWE_QUICK, pick, replay_turns, task_count, task_of
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
+from tests.support.offload_replay import canvas_goal, task_key
 from tests.support.tool_agent import ToolAgent, count_tokens, prompt_tokens, text_of
 
 from .harness import HermesHome
@@ -70,8 +71,11 @@ def test_replay_keeps_the_task_within_budget_one_canvas_per_task(
 ) -> None:
     sessions = pick(SWE_QUICK)
     turns = []
+    keys: list[str] = []  # each turn's task, as its canvas goal must name it
     for i, s in enumerate(sessions):
-        turns += replay_turns(s, f"s{i}", tmp_path / "outputs")
+        more = replay_turns(s, f"s{i}", tmp_path / "outputs")
+        turns += more
+        keys += [task_key(task_of(s))] * len(more)
     with FakeLLM() as llm:
         agent = ToolAgent(llm)
         home = HermesHome.create(tmp_path / "home", llm.base_url, gateway.port)
@@ -104,6 +108,9 @@ def test_replay_keeps_the_task_within_budget_one_canvas_per_task(
                 problems.append(f"turn {n} request {k}: system prompt cut ({len(now)} chars)")
             if not any(u.startswith(prompt.strip()[:200]) for u in user_texts(r)):
                 absent.append(f"turn {n} request {k}")
+            goal = canvas_goal(user_texts(r))
+            if goal is not None and keys[n] not in goal:
+                problems.append(f"turn {n} request {k}: canvas goal {goal[:80]!r} not the turn's")
             size = prompt_tokens(r)
             if size > budget:
                 if fixed_tokens(r, prompt) > budget * 0.9:

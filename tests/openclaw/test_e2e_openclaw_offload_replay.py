@@ -24,13 +24,14 @@ from typing import Any
 
 import pytest
 
-from bench.hermes_offload_bench import SWE_QUICK, pick, task_count
+from bench.hermes_offload_bench import SWE_QUICK, pick, task_count, task_of
 from tests.openclaw.harness import BRIDGE_ID, REPO, OpenClawHome, require_openclaw
 from tests.openclaw.offload_support import is_stub, oc_exec, tool_text, user_texts
 from tests.openclaw.test_e2e_openclaw_readback import PageReader
 from tests.support.agent_sessions import Session
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
+from tests.support.offload_replay import canvas_goal, task_key
 from tests.support.tool_agent import READ_TOOL, ToolAgent, prompt_tokens, say, text_of, tools
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow]
@@ -104,8 +105,11 @@ def test_replay_keeps_the_task_one_canvas_per_task_and_reads_back_whole(
     install = require_openclaw()
     sessions = pick(SWE_QUICK)
     turns: list[tuple[str, list[Any]]] = []
+    keys: list[str] = []  # each turn's task, as its canvas goal must name it
     for i, s in enumerate(sessions):
-        turns += replay_turns(s, f"s{i}", tmp_path / "outputs")
+        more = replay_turns(s, f"s{i}", tmp_path / "outputs")
+        turns += more
+        keys += [task_key(task_of(s))] * len(more)
     with FakeLLM() as llm:
         agent = ToolAgent(llm)
         agent.aside = lambda body: any(
@@ -166,6 +170,9 @@ def test_replay_keeps_the_task_one_canvas_per_task_and_reads_back_whole(
                 problems.append(f"turn {n} request {k}: system prompt cut ({len(now)} chars)")
             if not any(prompt.strip()[:200] in u for u in user_texts(r)):
                 absent.append(f"turn {n} request {k}")
+            goal = canvas_goal(user_texts(r))
+            if goal is not None and keys[n] not in goal:
+                problems.append(f"turn {n} request {k}: canvas goal {goal[:80]!r} not the turn's")
             if prompt_tokens(r) > WINDOW:
                 problems.append(f"turn {n} request {k}: {prompt_tokens(r)} tokens over {WINDOW}")
     requests = sum(len(reqs) for _, reqs in per_turn)

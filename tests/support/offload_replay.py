@@ -18,6 +18,7 @@ and the benchmark need (every answer, every id whose result left or was shortene
 
 from __future__ import annotations
 
+import html
 import json
 import time
 from dataclasses import dataclass, field
@@ -348,3 +349,23 @@ def content_tokens(messages: list[Message]) -> int:
                     parts += [b.get("name", ""), json.dumps(b.get("arguments"), ensure_ascii=False)]
         n += sum(len(_ENC.encode_ordinary(p)) for p in parts if p)
     return n
+
+
+def canvas_goal(user_texts: list[str]) -> str | None:
+    """The ``Goal:`` line of the canvas among a request's user texts (unescaped), if any."""
+
+    for text in reversed(user_texts):
+        at = text.find("<current_task_context")
+        if at < 0:
+            continue
+        for line in text[at:].splitlines():
+            if line.startswith("Goal: "):
+                return html.unescape(line[len("Goal: ") :])
+    return None
+
+
+def task_key(task: str) -> str:
+    """What names a SWE-agent/CTF task inside its goal line (bench.hermes_offload_bench.task_of
+    gives ``ISSUE:\\n<title>`` or ``named "<name>"``): the title's start, or the name."""
+    title = task.split("\n", 1)[1] if task.startswith("ISSUE:") and "\n" in task else task
+    return " ".join(title.split())[:24]

@@ -558,9 +558,10 @@ class OffloadService:
         the newest that fit ``max_tokens``, with short labels. The file keeps every node."""
         text = sess.canvas_text(name)
         meta = canvas.parse_meta(text)
-        goal = canvas.goal_text(
-            meta.task_goal, 160 if left else 100
-        )  # escaped; compact: ~25 tokens
+        # Escaped, and 160 characters in both forms: a harness prompt's task names itself
+        # after its template's opening sentence (the shared SWE-agent/CTF sessions: at
+        # characters 96-130), which a 100-character goal cut off in the real OpenClaw replay.
+        goal = canvas.goal_text(meta.task_goal, 160)
         n = len(shown)
         floor = min(1, n)  # at least the newest step, even when squeezed
         while True:

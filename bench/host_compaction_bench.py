@@ -397,6 +397,7 @@ def openclaw_arm(
     turns: list[Turn],
     arm: str,
     window: int,
+    quality_guard: bool = False,
 ) -> dict[str, Any]:
     with FakeLLM() as llm, FaultyProxy(gw.port, "pass") as proxy:
         agent = ReplayAgent(llm, aside=side_run)
@@ -423,6 +424,8 @@ def openclaw_arm(
         defaults = cfg.setdefault("agents", {}).setdefault("defaults", {})
         if arm == "verbatim":
             defaults["compaction"] = {"enabled": False}
+        elif quality_guard:
+            pass  # OpenClaw's default: the safeguard's summary audit on (--quality-guard)
         else:
             # OpenClaw's safeguard audits a summary against its own extraction of the latest
             # ask and identifiers (exact JSON of the request, 12 identifiers); a fake is not a
@@ -483,7 +486,9 @@ def openclaw(gw: GatewayProcess, tmp: Path, sessions: list[Session], args: Any) 
     arms = args.arms.split(",")
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:  # each turn costs ~20-35 s
         futures = {
-            a: pool.submit(openclaw_arm, install, gw, tmp, turns, a, args.openclaw_window)
+            a: pool.submit(
+                openclaw_arm, install, gw, tmp, turns, a, args.openclaw_window, args.quality_guard
+            )
             for a in arms
         }
         out["arms"] = {a: futures[a].result() for a in arms}
@@ -566,10 +571,18 @@ def main() -> None:
     )
     parser.add_argument("--parallel", type=int, default=3, help="OpenClaw arms at once")
     parser.add_argument(
+        "--quality-guard",
+        action="store_true",
+        help="keep OpenClaw's summary audit on (its default; the fake's summaries fail it);"
+        " figures go to bench/results/host_compaction_guard.json",
+    )
+    parser.add_argument(
         "--arms", default="verbatim,host,ours", help="which arms to run (the others are kept)"
     )
     args = parser.parse_args()
     global RESULTS
+    if args.quality_guard:
+        RESULTS = ROOT / "bench" / "results" / "host_compaction_guard.json"
     if args.quick:  # a smoke run never overwrites the recorded figures
         RESULTS = ROOT / "bench" / "out" / "host_compaction-quick.json"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the gateway on a kill

@@ -457,6 +457,26 @@ test("engine compact: handed to the runtime's compaction; without it, a clear no
   assert.equal(typeof (await ok()), "function");
 });
 
+test("engine compact: a failed runtime compaction is a benign skip while the gateway assembles every call within the budget", async () => {
+  const on = { offload: { enabled: true, assembleTimeoutMs: 400 }, excludeAgents: [] };
+  const off = { offload: { enabled: false, assembleTimeoutMs: 400 }, excludeAgents: [] };
+  const rejected = { ok: false, compacted: false, reason: "compaction safeguard: summary quality guard blocked" };
+  const make = (config, up) =>
+    createContextEngineFactory({
+      pluginId: PLUGIN, config, warn: () => {}, activity: new EngineActivity(),
+      link: { ensure: async () => ({ ok: up }) },
+      delegateCompaction: async () => async () => rejected,
+    })();
+  const params = { sessionId: "s", sessionKey: "agent:main:x", force: true, tokenBudget: 1000 };
+  const skipped = await make(on, true).compact(params);
+  assert.equal(skipped.ok, true);
+  assert.equal(skipped.compacted, false);
+  assert.match(skipped.reason, /^already under target: /); // OpenClaw classes it below_threshold
+  // Gateway down (the host's messages go as they are) or offload off: the failure stands.
+  assert.deepEqual(await make(on, false).compact(params), rejected);
+  assert.deepEqual(await make(off, true).compact(params), rejected);
+});
+
 // ---------------------------------------------------------------- the per-turn canvas
 
 test("no slot: the canvas once per turn through before_prompt_build, from the prior history and the prompt", async () => {

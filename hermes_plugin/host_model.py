@@ -6,8 +6,11 @@ resolves the provider and model for an auxiliary *task* (ours is ``memory_tencen
 ``auxiliary.memory_tencentdb.{provider,model}`` in config.yaml overrides it, as for Hermes's own
 ``memory_query_rewrite``), and returns an OpenAI SDK client carrying base URL and key.
 
-Where that client speaks another protocol (Codex OAuth's Responses API, native Anthropic, AWS
-Bedrock) the gateway is told the model is not usable and why; it keeps the rules.
+Native Anthropic (``AnthropicAuxiliaryClient``, an adapter over the Anthropic SDK that keeps the
+base URL and key on itself) is handed over with ``"api": "anthropic"``: the gateway then speaks
+the Messages API. Where the client speaks another protocol (Codex OAuth's Responses API, AWS
+Bedrock, or Anthropic with an OAuth token, which needs Claude Code's own headers) the gateway is
+told the model is not usable and why; it keeps the rules.
 
 How it never gets in the host's way: resolution runs on its own daemon thread (started at
 ``initialize``, bounded by ``RESOLVE_DEADLINE_S``); the hand-over is the first job of the
@@ -33,15 +36,15 @@ log = logging.getLogger("hermes_memory_tencentdb")
 TASK = "memory_tencentdb"
 RESOLVE_DEADLINE_S = 8.0
 POST_TIMEOUT_S = 5.0
-# Auxiliary clients that are adapters over another protocol, not an OpenAI endpoint.
+# Auxiliary clients that are adapters over a protocol the gateway does not speak.
 NOT_OPENAI = {
     "CodexAuxiliaryClient": "Codex OAuth (Responses API)",
     "AsyncCodexAuxiliaryClient": "Codex OAuth (Responses API)",
-    "AnthropicAuxiliaryClient": "native Anthropic (Messages API)",
-    "AsyncAnthropicAuxiliaryClient": "native Anthropic (Messages API)",
     "BedrockAuxiliaryClient": "AWS Bedrock",
     "AsyncBedrockAuxiliaryClient": "AWS Bedrock",
 }
+# Adapters over Anthropic's Messages API, which the gateway speaks ("api": "anthropic").
+ANTHROPIC = {"AnthropicAuxiliaryClient", "AsyncAnthropicAuxiliaryClient"}
 
 
 def resolve() -> dict[str, Any]:
@@ -54,13 +57,26 @@ def resolve() -> dict[str, Any]:
     kind = type(client).__name__
     if kind in NOT_OPENAI:
         return {"source": "hermes", "unusable": NOT_OPENAI[kind]}
+    if kind in ANTHROPIC and _anthropic_oauth(client):
+        return {"source": "hermes", "unusable": "native Anthropic with an OAuth token"}
     base_url = str(getattr(client, "base_url", "") or "").rstrip("/")
     api_key = getattr(client, "api_key", "")
     if not base_url.startswith(("http://", "https://")) or not isinstance(api_key, str):
-        return {"source": "hermes", "unusable": f"{kind} without an OpenAI-compatible endpoint"}
+        return {"source": "hermes", "unusable": f"{kind} without an HTTP endpoint"}
     if not model:
         return {"source": "hermes", "unusable": "no model name resolved"}
-    return {"source": "hermes", "base_url": base_url, "api_key": api_key, "model": str(model)}
+    body = {"source": "hermes", "base_url": base_url, "api_key": api_key, "model": str(model)}
+    if kind in ANTHROPIC:
+        body["api"] = "anthropic"
+    return body
+
+
+def _anthropic_oauth(client: Any) -> bool:
+    """Whether Hermes's Anthropic adapter authenticates with an OAuth token (its adapter's
+    ``_is_oauth``; the async wrapper holds the sync adapter as ``_sync``)."""
+    adapter = getattr(getattr(client, "chat", None), "completions", None)
+    adapter = getattr(adapter, "_sync", adapter)
+    return bool(getattr(adapter, "_is_oauth", False))
 
 
 class Resolution:
@@ -143,9 +159,10 @@ def hand_over_job(gw: Any, enabled: bool, home: Path, quiet: bool = False) -> Jo
             log.info("memory_tencentdb: Hermes's model not used for memory: %s", body["unusable"])
         else:
             log.info(
-                "memory_tencentdb: Hermes's model %s at %s handed to the gateway for memory (%s)",
+                "memory_tencentdb: Hermes's model %s at %s (%s) handed to the gateway for memory (%s)",
                 body["model"],
                 urlsplit(body["base_url"]).hostname or "?",
+                body.get("api", "openai"),
                 "used" if (answer or {}).get("used") else (answer or {}).get("reason", "not used"),
             )
 

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
@@ -283,6 +284,74 @@ def test_failing_model_leaves_the_rules_result_then_the_redo_reconciles(env, mod
     every = [m for m in memories(gw, KEY_A, scope, history=True) if trigger in m["content"]]
     assert any(m["origin"] == "rules" and m["status"] == "superseded" for m in every), every
     assert health(gw)["llm"]["redo_waiting"] == 0
+
+
+def test_a_host_model_speaking_anthropic_messages_serves_and_fails_like_any(env):
+    """``"api": "anthropic"``: the gateway asks ``{base_url}/v1/messages`` (Anthropic's shape,
+    x-api-key); the memories are its replies; a 429 rests it and a non-JSON answer keeps the
+    rules, each redone once it answers again. The owner hands it over for a scope only the
+    owner may write, so the two agents' models stay out of it."""
+    gw = env["gw"]
+    owner = gw.token or ""
+    with client(gw, owner) as c:
+        r = c.post(
+            "/llm/host-model",
+            json={"source": "hermes", "base_url": "http://x", "model": "m", "api": "gemini"},
+        )
+        assert r.status_code == 422 and "api" in r.json()["error"], r.text
+    facts = [
+        Fact("cello", "The user plays the cello every Sunday.", "cello"),
+        Fact("成都", "用户住在成都。", "成都"),
+        FACTS_A[2],  # teal
+        FACTS_A[4],  # bicycle
+    ]
+    with FakeLLM() as fake:
+        model = HostModelFake(fake, facts)
+        root = fake.base_url.removesuffix("/v1")
+        with client(gw, owner) as c:
+            r = c.post(
+                "/llm/host-model",
+                json={"source": "hermes", "base_url": root, "api_key": SECRET_A,
+                      "model": "claude-own", "api": "anthropic"},
+            )  # fmt: skip
+        assert r.json() == {"used": True}, r.text
+        scope = "anthropic-owner"
+        try:
+            turn(gw, owner, scope, "an-1", "I play the cello every Sunday. 我住在成都。")
+            got = {m["content"]: m["origin"] for m in memories(gw, owner, scope)}
+            assert got == {facts[0].content: "extraction", facts[1].content: "extraction"}, got
+            asked = model.memory_requests("l1-extraction")
+            assert asked and all(q["_path"] == "/v1/messages" for q in model.memory_requests())
+            assert asked[0]["system"] == L1_SYSTEM and asked[0]["_headers"]["x-api-key"] == SECRET_A
+            assert {m["role"] for m in asked[0]["messages"]} == {"user"}
+            shown = next(m for m in health(gw)["llm"]["host_models"] if m["model"] == "claude-own")
+            assert shown["api"] == "anthropic" and SECRET_A not in json.dumps(shown)
+
+            for mode, trigger, sentence in (
+                ("429", "teal", "My favourite colour is teal."),
+                ("malformed", "bicycle", "My bicycle is red."),
+            ):
+                fact = next(f for f in facts if f.trigger == trigger)
+                model.mode = mode
+                try:
+                    turn(gw, owner, scope, f"an-{mode}", sentence)
+                    rules = [m for m in memories(gw, owner, scope) if trigger in m["content"]]
+                    assert rules and all(m["origin"] == "rules" for m in rules), (mode, rules)
+                    shown = next(
+                        m for m in health(gw)["llm"]["host_models"] if m["model"] == "claude-own"
+                    )
+                    assert shown["failures"] >= 1 and shown["last_error"], shown
+                finally:
+                    model.mode = None
+
+                def redone(f: Fact = fact, t: str = trigger) -> bool:
+                    now = [m["content"] for m in memories(gw, owner, scope) if t in m["content"]]
+                    return now == [f.content]
+
+                wait_for(redone, timeout=30, what=f"anthropic {mode}: the redo")
+        finally:
+            with client(gw, owner) as c:
+                c.delete("/llm/host-model")
 
 
 def test_past_the_daily_budget_the_rules_serve_visibly_and_the_turns_wait(tmp_path):

@@ -3,10 +3,11 @@
 The key that sends it is the principal it serves: its model gets the LLM tasks of the scopes
 that principal may write, and no other (llm/host_models.py). Kept in memory only. The body:
 
-- ``{"source": "hermes"|"openclaw", "base_url", "api_key", "model", "max_context"?}``: an
-  OpenAI-compatible chat endpoint;
+- ``{"source": "hermes"|"openclaw", "base_url", "api_key", "model", "max_context"?, "api"?}``:
+  an OpenAI-compatible chat endpoint (``"api": "openai"``, the default) or Anthropic's Messages
+  API (``"api": "anthropic"``: ``{base_url}/v1/messages`` with ``x-api-key``);
 - ``{"source", "unusable": "<provider kind>"}``: the host's model speaks another protocol
-  (native Anthropic, Codex OAuth); ``/health`` says so and the rules serve;
+  (Codex OAuth, Bedrock); ``/health`` says so and the rules serve;
 - ``DELETE /llm/host-model``: withdraw this principal's model (the host's off switch).
 
 Answers ``{"used": true|false, "reason"?}``; ``used`` is false when the gateway has its own
@@ -37,12 +38,15 @@ class HostModelBody(Body):
     api_key: Annotated[str, StringConstraints(max_length=8192)] = Field("", repr=False)
     model: Short | None = None
     max_context: Annotated[int, Field(ge=1, le=100_000_000)] | None = None
+    api: Literal["openai", "anthropic"] = "openai"
     unusable: Short | None = None
 
     @model_validator(mode="after")
     def _endpoint_or_reason(self) -> HostModelBody:
         if self.unusable is None and (self.base_url is None or self.model is None):
-            raise ValueError("give base_url and model (an OpenAI-compatible endpoint), or unusable")
+            raise ValueError(
+                "give base_url and model (an OpenAI or Anthropic endpoint), or unusable"
+            )
         return self
 
 
@@ -57,7 +61,9 @@ def host_model_router(engine: Engine) -> APIRouter:
             hm.not_usable(who, body.source, body.unusable)
             return {"used": False, "reason": f"host model not usable: {body.unusable}"}
         assert body.base_url is not None and body.model is not None
-        hm.hand_over(who, body.source, body.base_url, body.api_key, body.model, body.max_context)
+        hm.hand_over(
+            who, body.source, body.base_url, body.api_key, body.model, body.max_context, body.api
+        )
         if engine.settings.llm_configured:
             return {"used": False, "reason": "the gateway's own llm is configured and serves"}
         return {"used": True}

@@ -1,4 +1,5 @@
-"""One OpenAI-compatible chat-completions client for every pipeline task.
+"""One chat client for every pipeline task: OpenAI-compatible chat completions, or Anthropic's
+Messages API for a host model that speaks it (issue 24; ``api="anthropic"``).
 
 - Configured by ``settings.llm`` (``TDAI_LLM_*`` / ``MEMORY_TENCENTDB_LLM_*``).
 - Each task has its own timeout and output limit (``TASKS``); an explicitly configured
@@ -6,6 +7,9 @@
 - Transient failures (connection errors, 408/409/429, 5xx) are retried a few times with
   exponential backoff by tenacity; a timeout is not retried here, the pipeline's own backoff
   decides when to try again.
+- The protocol is one pair of plain functions (request, reply) per ``api`` in ``PROTOCOLS``;
+  retries, timeouts, error classes and usage are shared, so a host model's budget, rest and
+  fallback (llm/host_models.py) behave the same whichever protocol it speaks.
 - Token usage is logged per call and totalled per task for ``/health``. The API key never
   reaches a log line or an error message.
 """
@@ -98,6 +102,7 @@ class LLMClient:
     attempts: int = 3
     usage: dict[str, Usage] = field(default_factory=dict)
     tag: dict[str, str] = field(default_factory=dict)  # extra request headers (host models)
+    api: str = "openai"  # a key of PROTOCOLS
 
     def __post_init__(self) -> None:
         self._http = httpx.Client(
@@ -134,7 +139,9 @@ class LLMClient:
         """One completion. Raises ``LLMError`` (or ``LLMTimeout``) with a log-safe message."""
         spec = TASKS.get(task)
         limit = max_tokens or (spec.max_tokens if spec else None) or self.max_tokens
-        body = {"model": self.model, "messages": messages, "max_tokens": limit, "stream": False}
+        build, _ = PROTOCOLS[self.api]
+        url, headers, body = build(self.base_url, self.api_key, self.model, messages, limit)
+        headers = {**headers, "X-Memory-Task": task, **self.tag}
         timeout = self.task_timeout(task)
         started = time.monotonic()
         try:
@@ -145,7 +152,7 @@ class LLMClient:
                 reraise=True,
             ):
                 with attempt:
-                    reply = self._post(task, body, timeout)
+                    reply = self._post(task, url, headers, body, timeout)
         except _Retryable as e:
             self._record(task, None, str(e))
             raise LLMError(f"{task}: {e}") from None
@@ -191,13 +198,12 @@ class LLMClient:
                 raise JSONTruncated(f"{task}: reply cut off at the output limit") from e
             raise
 
-    def _post(self, task: str, body: dict[str, Any], timeout: float) -> Reply:
-        headers = {"Content-Type": "application/json", "X-Memory-Task": task, **self.tag}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
+    def _post(
+        self, task: str, url: str, headers: dict[str, str], body: dict[str, Any], timeout: float
+    ) -> Reply:
         try:
             r = self._http.post(
-                f"{self.base_url}/chat/completions",
+                url,
                 json=body,
                 headers=headers,
                 timeout=httpx.Timeout(timeout, connect=min(10.0, timeout)),
@@ -210,26 +216,11 @@ class LLMClient:
             raise _Retryable(f"HTTP {r.status_code}: {self._safe(r.text)}")
         if r.status_code >= 400:
             raise LLMError(f"{task}: HTTP {r.status_code}: {self._safe(r.text)}")
+        _, read = PROTOCOLS[self.api]
         try:
-            data = r.json()
-            choice = data["choices"][0]
-            message = choice.get("message") or {}
-            text = message.get("content")
-            if text is None:
-                text = message.get("reasoning_content") or ""
-            if isinstance(text, list):  # content parts
-                text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
-            usage = data.get("usage") or {}
-            return Reply(
-                text=str(text),
-                finish_reason=str(choice.get("finish_reason") or ""),
-                prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                completion_tokens=int(usage.get("completion_tokens") or 0),
-            )
+            return read(r.json())
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            raise LLMError(
-                f"{task}: malformed chat-completions response: {self._safe(r.text)}"
-            ) from None
+            raise LLMError(f"{task}: malformed {self.api} response: {self._safe(r.text)}") from None
 
     def _safe(self, text: str) -> str:
         """A response excerpt for logs and /health, with the key masked should it be echoed."""
@@ -259,6 +250,92 @@ class LLMClient:
                 }
                 for task, u in sorted(self.usage.items())
             }
+
+
+# ---------------------------------------------------------------- protocols
+# request(base_url, api_key, model, messages, max_tokens) -> (url, headers, body);
+# reply(parsed JSON) -> Reply, raising KeyError/TypeError/... on a malformed answer.
+
+Request = tuple[str, dict[str, str], dict[str, Any]]
+
+
+def openai_request(
+    base_url: str, api_key: str, model: str, messages: list[dict[str, str]], max_tokens: int
+) -> Request:
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    body = {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": False}
+    return f"{base_url}/chat/completions", headers, body
+
+
+def openai_reply(data: Any) -> Reply:
+    choice = data["choices"][0]
+    message = choice.get("message") or {}
+    text = message.get("content")
+    if text is None:
+        text = message.get("reasoning_content") or ""
+    if isinstance(text, list):  # content parts
+        text = "".join(p.get("text", "") for p in text if isinstance(p, dict))
+    usage = data.get("usage") or {}
+    return Reply(
+        text=str(text),
+        finish_reason=str(choice.get("finish_reason") or ""),
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+    )
+
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+def anthropic_request(
+    base_url: str, api_key: str, model: str, messages: list[dict[str, str]], max_tokens: int
+) -> Request:
+    """Anthropic's Messages API: the system messages go to the top-level ``system``; the base
+    URL may or may not carry the ``/v1`` (Hermes and OpenClaw keep it without)."""
+    headers = {"Content-Type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
+    if api_key:
+        headers["x-api-key"] = api_key
+    system = "\n\n".join(m["content"] for m in messages if m.get("role") == "system")
+    turns = [
+        {"role": "assistant" if m.get("role") == "assistant" else "user", "content": m["content"]}
+        for m in messages
+        if m.get("role") != "system"
+    ]
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": turns,
+        "temperature": 0,
+    }
+    if system:
+        body["system"] = system
+    path = "/messages" if base_url.endswith("/v1") else "/v1/messages"
+    return base_url + path, headers, body
+
+
+def anthropic_reply(data: Any) -> Reply:
+    blocks = data["content"]
+    if not isinstance(blocks, list):
+        raise TypeError("content is not a list of blocks")
+    text = "".join(
+        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    )
+    usage = data.get("usage") or {}
+    stop = str(data.get("stop_reason") or "")
+    return Reply(
+        text=text,
+        finish_reason="length" if stop == "max_tokens" else stop,  # Reply.truncated reads "length"
+        prompt_tokens=int(usage.get("input_tokens") or 0),
+        completion_tokens=int(usage.get("output_tokens") or 0),
+    )
+
+
+PROTOCOLS = {
+    "openai": (openai_request, openai_reply),
+    "anthropic": (anthropic_request, anthropic_reply),
+}
 
 
 def _safe(text: str, n: int = 200) -> str:

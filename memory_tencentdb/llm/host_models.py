@@ -2,7 +2,7 @@
 
 Why: a zero-config user already has a model configured in Hermes or OpenClaw. When the gateway
 has no ``TDAI_LLM_*`` of its own, each host adapter hands over its host's model as an
-OpenAI-compatible endpoint (``POST /llm/host-model``) and the pipeline uses it for L1, L2 and
+OpenAI-compatible or Anthropic Messages endpoint (``POST /llm/host-model``, ``api``) and the pipeline uses it for L1, L2 and
 the persona instead of the rules.
 
 Rules a reader can state:
@@ -102,6 +102,7 @@ class HostModelClient(LLMClient):
             model=entry.model,
             timeout_ms=timeout_ms,
             attempts=1,
+            api=entry.api,
             # Says whose model this is to the endpoint (a proxy's logs, the tests' fake).
             tag={"X-Memory-Source": "host-model"},
         )
@@ -134,6 +135,7 @@ class HostModel:
     base_url: str = field(default="", repr=False)
     api_key: str = field(default="", repr=False)
     max_context: int | None = None
+    api: str = "openai"  # the protocol it speaks: a key of llm.client.PROTOCOLS
     unusable: str = ""  # "host model not usable: <provider kind>"
     handed_at: float = field(default_factory=time.time)
     failures: int = 0
@@ -179,6 +181,7 @@ class HostModel:
             {
                 "usable": True,
                 "model": self.model,
+                "api": self.api,
                 "host": urlsplit(self.base_url).hostname or "",
                 "max_context": self.max_context,
                 "calls_ok": self.calls_ok,
@@ -214,6 +217,7 @@ class HostModels:
         api_key: str,
         model: str,
         max_context: int | None = None,
+        api: str = "openai",
     ) -> HostModel:
         name = principal.name
         with self._lock:
@@ -221,12 +225,12 @@ class HostModels:
             if (
                 old is not None
                 and not old.unusable
-                and (old.base_url, old.api_key, old.model, old.source)
-                == (base_url, api_key, model, source)
+                and (old.base_url, old.api_key, old.model, old.source, old.api)
+                == (base_url, api_key, model, source, api)
             ):
                 old.max_context = max_context
                 return old  # the same model again (a new session): keep its state
-            entry = HostModel(principal, source, model, base_url, api_key, max_context)
+            entry = HostModel(principal, source, model, base_url, api_key, max_context, api)
             entry.rest_first_s = self.rest_first_s
             entry.client = HostModelClient(entry, self.budget, self.timeout_ms)
             self._by_principal[name] = entry
@@ -240,7 +244,7 @@ class HostModels:
         return entry
 
     def not_usable(self, principal: Any, source: str, kind: str) -> HostModel:
-        """The host's provider is not OpenAI-compatible (native Anthropic, Codex OAuth, ...)."""
+        """The host's provider speaks neither protocol (Codex OAuth, Bedrock, ...)."""
         entry = HostModel(principal, source, unusable=f"host model not usable: {kind}")
         with self._lock:
             self._by_principal[principal.name] = entry

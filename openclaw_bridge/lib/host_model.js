@@ -5,8 +5,10 @@
 // plugin config's hostLlm.model as "provider/model") and how to authenticate to it
 // (api.runtime.modelAuth.resolveApiKeyForProvider). When that provider is an OpenAI-compatible
 // endpoint (api "openai-completions" with a baseUrl) the gateway gets {base_url, api_key, model}
-// by POST /llm/host-model, in memory only; otherwise (Anthropic Messages, OpenAI Responses,
-// OAuth-only providers) it is told the model is not usable and why, and keeps the rules.
+// by POST /llm/host-model, in memory only; Anthropic's Messages API (api "anthropic-messages",
+// or the built-in "anthropic" provider, at api.anthropic.com unless a baseUrl says otherwise)
+// goes with "api": "anthropic"; otherwise (OpenAI Responses, Google, Bedrock, OAuth-only
+// providers) it is told the model is not usable and why, and keeps the rules.
 //
 // Never in the host's way: resolution and the POST are bounded (HAND_OVER_BUDGET_MS), every
 // error is swallowed into one log line, and a turn's capture waits for a hand-over in flight at
@@ -16,6 +18,8 @@
 const HAND_OVER_BUDGET_MS = 5_000;
 const WAIT_BEFORE_CAPTURE_MS = 1_000; // inside the agent_end hook's 1.5 s margin
 const COMPATIBLE_APIS = new Set(["openai-completions"]);
+const ANTHROPIC_API = "anthropic-messages";
+const ANTHROPIC_BASE_URL = "https://api.anthropic.com";
 
 /** The body of POST /llm/host-model for this OpenClaw's model. */
 export async function resolveHostModel(api, config) {
@@ -34,21 +38,26 @@ export async function resolveHostModel(api, config) {
   if (!provider || !model) return { source: "openclaw", unusable: "no default model configured in OpenClaw" };
   const entry = cfg?.models?.providers?.[provider] ?? {};
   const modelEntry = (entry.models ?? []).find((m) => m?.id === model) ?? {};
-  const kind = modelEntry.api ?? entry.api ?? "";
-  const baseUrl = typeof entry.baseUrl === "string" ? entry.baseUrl.trim().replace(/\/+$/, "") : "";
-  if (!COMPATIBLE_APIS.has(kind)) {
-    return { source: "openclaw", unusable: `provider ${provider} speaks ${kind || "its own API"}, not OpenAI chat completions` };
+  const kind = modelEntry.api ?? entry.api ?? (provider === "anthropic" ? ANTHROPIC_API : "");
+  const anthropic = kind === ANTHROPIC_API;
+  let baseUrl = typeof entry.baseUrl === "string" ? entry.baseUrl.trim().replace(/\/+$/, "") : "";
+  if (anthropic && !baseUrl && provider === "anthropic") baseUrl = ANTHROPIC_BASE_URL;
+  if (!COMPATIBLE_APIS.has(kind) && !anthropic) {
+    return { source: "openclaw", unusable: `provider ${provider} speaks ${kind || "its own API"}, not OpenAI chat completions or Anthropic messages` };
   }
   if (!/^https?:\/\//.test(baseUrl)) return { source: "openclaw", unusable: `provider ${provider} has no baseUrl` };
   let apiKey = "";
   try {
     const auth = await runtime.modelAuth?.resolveApiKeyForProvider?.({ provider, cfg });
     if (auth?.mode === "oauth") return { source: "openclaw", unusable: `provider ${provider} authenticates by OAuth` };
+    // Anthropic's setup tokens are OAuth-like (Bearer plus Claude Code's headers), not an x-api-key.
+    if (anthropic && auth?.mode === "token") return { source: "openclaw", unusable: `provider ${provider} authenticates by a setup token` };
     apiKey = typeof auth?.apiKey === "string" ? auth.apiKey : "";
   } catch {
     apiKey = typeof entry.apiKey === "string" ? entry.apiKey : "";
   }
   const body = { source: "openclaw", base_url: baseUrl, api_key: apiKey, model };
+  if (anthropic) body.api = "anthropic";
   if (Number.isSafeInteger(modelEntry.contextWindow) && modelEntry.contextWindow > 0) body.max_context = modelEntry.contextWindow;
   return body;
 }

@@ -87,3 +87,32 @@ def test_timeouts_per_task(fake_llm):
     fake_llm.push({"delay": 1.5, "content": "[]"})
     with pytest.raises(LLMTimeout, match="no answer within 0.3s"):
         quick.chat("l2-scenes", [{"role": "user", "content": "hi"}])
+
+
+def test_anthropic_messages_protocol(fake_llm):
+    """``api="anthropic"``: POST {base}/v1/messages with x-api-key and anthropic-version, the
+    system prompt top-level, text read from the content blocks; 429 and a malformed body fail
+    as on the OpenAI path (retryable / LLMError), never showing the key."""
+    root = fake_llm.base_url.removesuffix("/v1")  # Hermes and OpenClaw keep it without /v1
+    client = LLMClient(base_url=root, api_key=SECRET, model="claude-x", api="anthropic")
+    fake_llm.push('{"ok": "是的"}', {"status": 429}, {"raw": "not json"}, {"content": "[]"})
+    data, reply = client.chat_json("l1-dedup", "系统 system", "用户 user", expect=dict)
+    assert data == {"ok": "是的"} and reply.prompt_tokens == 10 and reply.completion_tokens == 5
+    req = fake_llm.requests[-1]
+    assert req["_path"] == "/v1/messages"
+    assert req["_headers"]["x-api-key"] == SECRET and "authorization" not in req["_headers"]
+    assert req["_headers"]["anthropic-version"] == "2023-06-01"
+    assert req["system"] == "系统 system"
+    assert req["messages"] == [{"role": "user", "content": "用户 user"}]
+    assert req["model"] == "claude-x" and req["max_tokens"] == 4096 and req["temperature"] == 0
+
+    once = LLMClient(base_url=root, api_key=SECRET, model="claude-x", api="anthropic", attempts=1)
+    with pytest.raises(LLMError, match="HTTP 429"):
+        once.chat("l1-dedup", [{"role": "user", "content": "x"}])
+    with pytest.raises(LLMError, match="malformed anthropic response") as e:
+        once.chat("l1-dedup", [{"role": "user", "content": "x"}])
+    assert SECRET not in str(e.value)
+    # A base URL already ending in /v1 gets /messages only.
+    v1 = LLMClient(base_url=fake_llm.base_url, api_key="", model="m", api="anthropic")
+    assert v1.chat("l1-dedup", [{"role": "user", "content": "x"}]).text == "[]"
+    assert fake_llm.requests[-1]["_path"] == "/v1/messages"

@@ -14,6 +14,10 @@ A reply is a dict:
 - ``{"embedding": true}`` is never needed: ``/embeddings`` answers deterministic vectors
   (``fake.embedding_failure`` makes it fail, ``fake.embedding_delay`` makes it slow).
 
+``/v1/messages`` answers the same replies in Anthropic's Messages shape (``content`` text blocks,
+``stop_reason``, ``usage.input_tokens``), for a host model that speaks Anthropic (issue 24);
+tool calls and streaming are not served there.
+
 Streaming (``"stream": true``) is answered with server-sent events, as real servers do.
 
 A test that must answer from what the request holds (a tool-using agent that reads a stub's id
@@ -199,7 +203,8 @@ def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/").endswith("/embeddings"):
                 self._embeddings(body)
                 return
-            if not self.path.rstrip("/").endswith("/chat/completions"):
+            anthropic = self.path.rstrip("/").endswith("/v1/messages")
+            if not anthropic and not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, b'{"error":{"message":"not found"}}')
                 return
             reply = fake.respond(body)
@@ -213,7 +218,9 @@ def _make_handler(fake: FakeLLM) -> type[BaseHTTPRequestHandler]:
             if "raw" in reply:
                 self._send(200, str(reply["raw"]).encode())
                 return
-            if body.get("stream"):
+            if anthropic:
+                self._send(200, json.dumps(_anthropic_message(body, reply, fake)).encode())
+            elif body.get("stream"):
                 self._stream(body, reply)
             else:
                 out = _completion(body, reply)
@@ -320,6 +327,22 @@ def _completion(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
             {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _anthropic_message(body: dict[str, Any], reply: dict[str, Any], fake: FakeLLM) -> dict:
+    usage = fake.usage_for(body)
+    return {
+        "id": "msg_" + uuid.uuid4().hex[:12],
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "fake-model"),
+        "content": [{"type": "text", "text": str(reply.get("content", ""))}],
+        "stop_reason": "end_turn",
+        "usage": {
+            "input_tokens": usage.get("prompt_tokens", 0),
+            "output_tokens": usage.get("completion_tokens", 0),
+        },
     }
 
 

@@ -543,7 +543,7 @@ def print_table(result: dict[str, Any]) -> None:
                 f"| {host} | {arm} | {f['window']:,} | {f['failures']} | {f['model_calls']} |"
                 f" {f['tokens_sent']:,} | {f['summary_calls']} ({f['summary_tokens']:,}) |"
                 f" {f['tokens_total']:,} |"
-                f" {'–' if arm == 'verbatim' else f'{saved_ * 100:.1f}%'} | {f['compactions']} |"
+                f" {'–' if saved_ is None else f'{saved_ * 100:.1f}%'} | {f['compactions']} |"
                 f" {f['task_absent']} | {f['over_window']} | {f['max_request_tokens']:,} |"
             )
 

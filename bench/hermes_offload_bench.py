@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,8 +113,15 @@ def pick(prefixes: list[str]) -> list[Session]:
     return out
 
 
-def replay_turns(session: Session, tag: str, outputs: Path) -> list[Turn]:
-    """A recorded session as Hermes turns: its tool outputs printed by ``terminal``."""
+def replay_turns(
+    session: Session,
+    tag: str,
+    outputs: Path,
+    make_call: Callable[[str, str], dict[str, Any]] = terminal,
+) -> list[Turn]:
+    """A recorded session as host turns: its tool outputs printed by ``cat`` (``make_call``
+    builds the host's shell tool call from a command and a call id: Hermes ``terminal`` by
+    default, OpenClaw ``exec``). Call ids carry no underscores: OpenClaw strips them."""
     turns: list[Turn] = []
     k = 0
     for m in session.messages:
@@ -128,7 +136,7 @@ def replay_turns(session: Session, tag: str, outputs: Path) -> list[Turn]:
                 batch = []
                 for c in calls:
                     k += 1
-                    cid = f"call_{tag}_{k}"
+                    cid = f"call{tag}x{k}"
                     out = next(
                         (
                             text_of(t.get("content"))
@@ -138,7 +146,7 @@ def replay_turns(session: Session, tag: str, outputs: Path) -> list[Turn]:
                         "",
                     )
                     path = write_text(outputs / f"{cid}.txt", out)
-                    batch.append(terminal(f"cat {path}", cid))
+                    batch.append(make_call(f"cat {path}", cid))
                 turns[-1].steps.append(tools(*batch))
             elif not turns[-1].steps or "content" not in turns[-1].steps[-1]:
                 turns[-1].steps.append(say(text_of(m.get("content")) or "ok"))

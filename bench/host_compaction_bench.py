@@ -61,8 +61,8 @@ from bench.hermes_offload_bench import (  # noqa: E402
     git_head,
     make_home,
     pick,
+    replay_turns,
     task_count,
-    write_text,
 )
 from tests.hermes.harness import hermes_venv  # noqa: E402
 from tests.hermes.offload_support import chat, is_background_review, session_of  # noqa: E402
@@ -78,7 +78,6 @@ from tests.support.tool_agent import (  # noqa: E402
     say,
     terminal,
     text_of,
-    tools,
 )
 
 RESULTS = ROOT / "bench" / "results" / "host_compaction.json"
@@ -93,45 +92,6 @@ FLUSH = "Pre-compaction memory flush"  # OpenClaw's own memory-flush run before 
 
 
 # --- the replay ---------------------------------------------------------------------------
-
-
-def replay_turns(
-    session: Session, tag: str, outputs: Path, make_call: Callable[[str, str], dict[str, Any]]
-) -> list[Turn]:
-    """A recorded session as host turns: its tool outputs printed by ``cat`` (``make_call``
-    builds the host's shell tool call from a command and a call id)."""
-    turns: list[Turn] = []
-    k = 0
-    for m in session.messages:
-        role = m.get("role")
-        if role == "user":
-            turns.append(Turn(text_of(m.get("content")) or "(empty)", []))
-        elif role == "assistant" and turns:
-            calls = m.get("tool_calls") or []
-            if calls:
-                if turns[-1].steps and "content" in turns[-1].steps[-1]:
-                    turns.append(Turn("Please go on.", []))  # tools after a text reply
-                batch = []
-                for c in calls:
-                    k += 1
-                    cid = f"call{tag}x{k}"  # no underscores: OpenClaw strips them
-                    out = next(
-                        (
-                            text_of(t.get("content"))
-                            for t in session.messages
-                            if t.get("role") == "tool" and t.get("tool_call_id") == c.get("id")
-                        ),
-                        "",
-                    )
-                    path = write_text(outputs / f"{cid}.txt", out)
-                    batch.append(make_call(f"cat {path}", cid))
-                turns[-1].steps.append(tools(*batch))
-            elif not turns[-1].steps or "content" not in turns[-1].steps[-1]:
-                turns[-1].steps.append(say(text_of(m.get("content")) or "ok"))
-    for t in turns:
-        if not t.steps or "content" not in t.steps[-1]:
-            t.steps.append(say("done"))
-    return turns
 
 
 def all_turns(

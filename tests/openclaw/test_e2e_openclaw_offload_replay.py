@@ -24,62 +24,20 @@ from typing import Any
 
 import pytest
 
-from bench.hermes_offload_bench import SWE_QUICK, pick, task_count, task_of
+from bench.hermes_offload_bench import SWE_QUICK, pick, replay_turns, task_count, task_of
 from tests.openclaw.harness import BRIDGE_ID, REPO, OpenClawHome, require_openclaw
 from tests.openclaw.offload_support import is_stub, oc_exec, tool_text, user_texts
 from tests.openclaw.test_e2e_openclaw_readback import PageReader
-from tests.support.agent_sessions import Session
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
 from tests.support.offload_replay import canvas_goal, task_key
-from tests.support.tool_agent import READ_TOOL, ToolAgent, prompt_tokens, say, text_of, tools
+from tests.support.tool_agent import READ_TOOL, ToolAgent, prompt_tokens, text_of
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow]
 
 SESSION = "agent:main:replay"
 SCOPE = "oc-replay"
 WINDOW = 40_000
-
-
-def replay_turns(session: Session, tag: str, outputs: Path) -> list[tuple[str, list[Any]]]:
-    """A recorded session as OpenClaw turns: (the user message, the model's steps); tool call
-    ids without underscores, as OpenClaw sends them back."""
-    turns: list[tuple[str, list[Any]]] = []
-    outputs.mkdir(parents=True, exist_ok=True)
-    k = 0
-    for m in session.messages:
-        role = m.get("role")
-        if role == "user":
-            turns.append((text_of(m.get("content")) or "(empty)", []))
-        elif role == "assistant" and turns:
-            steps = turns[-1][1]
-            calls = m.get("tool_calls") or []
-            if calls:
-                if steps and "content" in steps[-1]:
-                    turns.append(("Please go on.", []))
-                    steps = turns[-1][1]
-                batch = []
-                for c in calls:
-                    k += 1
-                    cid = f"call{tag}n{k}"
-                    out = next(
-                        (
-                            text_of(t.get("content"))
-                            for t in session.messages
-                            if t.get("role") == "tool" and t.get("tool_call_id") == c.get("id")
-                        ),
-                        "",
-                    )
-                    path = outputs / f"{cid}.txt"
-                    path.write_text(out, "utf-8")
-                    batch.append(oc_exec(f"cat {path}", cid))
-                steps.append(tools(*batch))
-            elif not steps or "content" not in steps[-1]:
-                steps.append(say(text_of(m.get("content")) or "ok"))
-    for _, steps in turns:
-        if not steps or "content" not in steps[-1]:
-            steps.append(say("done"))
-    return turns
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +65,9 @@ def test_replay_keeps_the_task_one_canvas_per_task_and_reads_back_whole(
     turns: list[tuple[str, list[Any]]] = []
     keys: list[str] = []  # each turn's task, as its canvas goal must name it
     for i, s in enumerate(sessions):
-        more = replay_turns(s, f"s{i}", tmp_path / "outputs")
+        more = [
+            (t.prompt, t.steps) for t in replay_turns(s, f"s{i}", tmp_path / "outputs", oc_exec)
+        ]
         turns += more
         keys += [task_key(task_of(s))] * len(more)
     with FakeLLM() as llm:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -230,3 +231,25 @@ def _json(raw: bytes) -> Any:
         return json.loads(raw or b"null")
     except ValueError:
         return raw.decode("utf-8", "replace")
+
+
+def install_offload(home: Any, gateway: Any, scope: str) -> dict[str, Any]:
+    """``scripts/install-openclaw.sh --offload`` into ``home``, pointed at ``gateway``, as a
+    user would run it; checks OpenClaw's default (Tool Search on) was kept and sets the bridge's
+    scope. Answers the config, for the caller to adjust and write."""
+    from tests.openclaw.harness import BRIDGE_ID, REPO
+
+    installed = subprocess.run(
+        [
+            "bash", str(REPO / "scripts" / "install-openclaw.sh"), "--offload",
+            "--port", str(gateway.port), "--data-dir", str(gateway.data_dir),
+        ],
+        env={**home.env(), "OPENCLAW": home.cli_command()},
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    cfg = home.read_config()
+    assert "toolSearch" not in (cfg.get("tools") or {}), "OpenClaw's default: Tool Search on"
+    cfg["plugins"]["entries"][BRIDGE_ID]["config"]["scope"] = scope
+    home.write_config(cfg)
+    return cfg

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.openclaw.harness import BRIDGE_ID, REPO, OpenClawHome, require_openclaw
+from tests.openclaw.harness import OpenClawHome, require_openclaw
 from tests.openclaw.offload_support import (
+    install_offload,
     is_stub,
     oc_exec,
     oc_read,
@@ -77,19 +78,8 @@ def test_gateway_run_keeps_the_request_stubs_and_reads_back_whole(
     with FakeLLM() as llm:
         agent = ToolAgent(llm)
         home = OpenClawHome(install, tmp_path / "home", llm.base_url)
-        installed = subprocess.run(
-            [
-                "bash", str(REPO / "scripts" / "install-openclaw.sh"), "--offload",
-                "--port", str(gateway.port), "--data-dir", str(gateway.data_dir),
-            ],
-            env={**home.env(), "OPENCLAW": home.cli_command()},
-            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
         port = free_port()
-        cfg = home.read_config()
-        assert "toolSearch" not in (cfg.get("tools") or {}), "OpenClaw's default: Tool Search on"
-        cfg["plugins"]["entries"][BRIDGE_ID]["config"]["scope"] = scope
+        cfg = install_offload(home, gateway, scope)
         cfg["gateway"] = {"port": port}  # where `openclaw agent` (no --local) finds it
         home.write_config(cfg)
 

@@ -17,7 +17,6 @@ model received must show:
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,14 @@ from typing import Any
 import pytest
 
 from bench.hermes_offload_bench import SWE_QUICK, pick, replay_turns, task_count, task_of
-from tests.openclaw.harness import BRIDGE_ID, REPO, OpenClawHome, require_openclaw
-from tests.openclaw.offload_support import is_stub, oc_exec, tool_text, user_texts
+from tests.openclaw.harness import OpenClawHome, require_openclaw
+from tests.openclaw.offload_support import (
+    install_offload,
+    is_stub,
+    oc_exec,
+    tool_text,
+    user_texts,
+)
 from tests.openclaw.test_e2e_openclaw_readback import PageReader
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
@@ -76,18 +81,7 @@ def test_replay_keeps_the_task_one_canvas_per_task_and_reads_back_whole(
             t.startswith("Pre-compaction memory flush") for t in user_texts(body)[-1:]
         )
         home = OpenClawHome(install, tmp_path / "home", llm.base_url)
-        installed = subprocess.run(
-            [
-                "bash", str(REPO / "scripts" / "install-openclaw.sh"), "--offload",
-                "--port", str(gateway.port), "--data-dir", str(gateway.data_dir),
-            ],
-            env={**home.env(), "OPENCLAW": home.cli_command()},
-            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
-        cfg = home.read_config()
-        assert "toolSearch" not in (cfg.get("tools") or {}), "OpenClaw's default: Tool Search on"
-        cfg["plugins"]["entries"][BRIDGE_ID]["config"]["scope"] = SCOPE
+        cfg = install_offload(home, gateway, SCOPE)
         cfg["models"]["providers"]["fake"]["models"][0]["contextWindow"] = WINDOW
         home.write_config(cfg)
 

@@ -30,6 +30,7 @@ import pytest
 from tests.openclaw.harness import BRIDGE_ID, REPO, OpenClawHome, require_openclaw
 from tests.openclaw.offload_support import (
     CANVAS_MARK,
+    install_offload,
     is_stub,
     oc_exec,
     oc_read,
@@ -143,18 +144,7 @@ def test_default_openclaw_reads_every_stub_back_whole_with_canvas_and_guide(
             t.startswith("Pre-compaction memory flush") for t in user_texts(body)[-1:]
         )
         home = OpenClawHome(install, tmp_path / "home", llm.base_url)
-        installed = subprocess.run(
-            [
-                "bash", str(REPO / "scripts" / "install-openclaw.sh"), "--offload",
-                "--port", str(gateway.port), "--data-dir", str(gateway.data_dir),
-            ],
-            env={**home.env(), "OPENCLAW": home.cli_command()},
-            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
-        cfg = home.read_config()
-        assert "toolSearch" not in (cfg.get("tools") or {}), "OpenClaw's default: Tool Search on"
-        cfg["plugins"]["entries"][BRIDGE_ID]["config"]["scope"] = scope
+        cfg = install_offload(home, gateway, scope)
         cfg["models"]["providers"]["fake"]["models"][0]["contextWindow"] = window
         home.write_config(cfg)
 

@@ -698,9 +698,15 @@ def test_hermes_compacts_through_the_engine_and_the_session_goes_on(home: Hermes
         assert compacted > 0, "the engine never compacted"
         assert ids == {session}  # compaction kept the session id; turn 2 resumed it
         last = reqs[-1]["messages"]
-        assert any(
-            m.get("role") == "user" and m.get("content") == "now check module d" for m in last
-        )
+        # The request is a message of its own (Hermes appends this turn's recalled memory
+        # context to it: the stable part with the tool guide, since the resumed session's
+        # stored system prompt was not rebuilt by the provider).
+        requests = [
+            m["content"].split("\n\n<memory-context>")[0]
+            for m in last
+            if m.get("role") == "user" and isinstance(m.get("content"), str)
+        ]
+        assert "now check module d" in requests, requests
         assert len(canvases(last)) == 1
         log = home.provider_log()
         levels = re.findall(

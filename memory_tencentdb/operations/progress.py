@@ -30,4 +30,14 @@ def bar(desc: str, total: int | None = None, unit: str = "it", enabled: bool | N
         from tqdm import tqdm
     except ImportError:  # pragma: no cover - a dependency, but never fatal
         return _Quiet()
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)
+
+    class _Finished(tqdm):
+        """Shows the last count before it clears: tqdm skips a refresh within ``mininterval``
+        of the previous one, so a short job (one file) could vanish at 0%."""
+
+        def close(self) -> None:
+            if not self.disable and self.n != self.last_print_n:
+                self.refresh()
+            super().close()
+
+    return _Finished(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)

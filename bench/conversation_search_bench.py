@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "code": code_version(),
         "note": args.note,
-        "trees": dict(trees),
+        # What each tree is, not where it lay (a path of this machine): --note names them.
+        "trees": {
+            name: "this checkout" if path == "." else "--tree (see note)" for name, path in trees
+        },
         "store": f"{N_L1} L1 + {N_L0} L0 in scope {SCOPE!r}, every row embedded by both models",
         "method": "all gateways up at once; each query sent to each gateway in turn:"
         " all the /search/conversations (limit 5), then all the /recall (extractionWaitMs 0)",

@@ -532,12 +532,7 @@ def note_after_request(messages: list[Any]) -> list[Any]:
     anything else stays first: it is what keeps the list from starting with an assistant.
     """
     for i, m in enumerate(messages[:-1]):
-        if (
-            isinstance(m, dict)
-            and m.get("role") == "user"
-            and isinstance(m.get("content"), str)
-            and m["content"].lstrip().startswith(HISTORY_MARK)
-        ):
+        if _signed_marker(m, (HISTORY_MARK,)):
             if not _hosts_user_message(messages[i + 1]):
                 return messages
             return [*messages[:i], messages[i + 1], m, *messages[i + 2 :]]

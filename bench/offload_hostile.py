@@ -124,7 +124,7 @@ def canvas_write_only(steps: int) -> dict:
     """The canvas write alone, in process (no HTTP, no ref or journal): a whole-file rewrite per
     step (read, append, recount, write + fsync: the code before issue 21) vs canvas_file.append."""
     from memory_tencentdb.offload import canvas, canvas_file
-    from memory_tencentdb.offload.store import write_atomic
+    from memory_tencentdb.store.files import write_atomic
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:

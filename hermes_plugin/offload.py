@@ -52,6 +52,9 @@ DEFAULT_CONTEXT = 200_000  # the gateway's default_context_window, when Hermes t
 READ_TIMEOUT_S = 10.0
 OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
+# A copy of the gateway's memory_tencentdb/offload/guide.py (TOOL_DESCRIPTION and
+# HOST_TOOL_PARAMETERS; this plugin cannot import the gateway's package), held equal to it by
+# tests/test_host_adapter_copies.py.
 READ_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -65,8 +68,7 @@ READ_PARAMETERS: dict[str, Any] = {
         "offset": {
             "type": "integer",
             "minimum": 0,
-            "description": "where the page starts, in characters (the previous page's last"
-            " line names it)",
+            "description": "where the page starts, in characters (the previous page names it)",
         },
     },
     "additionalProperties": False,
@@ -75,13 +77,12 @@ READ_PARAMETERS: dict[str, Any] = {
 READ_SCHEMA: dict[str, Any] = {
     "name": READ_TOOL,
     "description": (
-        "Read back what context offload moved out of your context: the full original result of "
-        "a tool call (by tool_call_id or result_ref, exactly as the tool returned it), the steps "
-        "of a task-canvas node (by node_id, e.g. 003-N2), or a task canvas (by canvas file name, "
-        'or "active"). Use it whenever a stub or a canvas node lacks a detail you need. Give '
-        "exactly one of the four. A long text comes in pages: a page ends with a line naming "
-        "the call for the next page (the same key with offset); the pages joined are the "
-        "original exactly."
+        "Read back what context offload moved out of your context: the full original result of a "
+        "tool call (by tool_call_id or result_ref, exactly as the tool returned it), the steps of a "
+        "task-canvas node (by node_id, e.g. 003-N2), or a task canvas (by canvas file name, or "
+        '"active"). Use it whenever a stub or a canvas node lacks a detail you need. Give exactly '
+        "one of the four. A long text comes in pages: a page ends by naming the call for the next "
+        "page (the same key with offset); the pages joined are the original exactly."
     ),
     "parameters": READ_PARAMETERS,
 }

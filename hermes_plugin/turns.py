@@ -21,7 +21,11 @@ _MEMORY_CONTEXT_RE = re.compile(r"<\s*memory-context\s*>[\s\S]*?<\s*/\s*memory-c
 
 
 def text_of(content: Any) -> str:
-    """Plain text of an OpenAI-style content value (string, parts list or None)."""
+    """Plain text of a message content (string, parts list or None).
+
+    The gateway's rule (``memory_tencentdb.capture.message_text``, which this plugin cannot
+    import), held equal to it by tests/test_host_adapter_copies.py: text parts as they are,
+    an image as ``[image]``, a tool_result part by its own content, parts joined by newlines."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -32,12 +36,19 @@ def text_of(content: Any) -> str:
             if isinstance(part, str):
                 parts.append(part)
             elif isinstance(part, dict):
-                if part.get("type") in ("text", "input_text", "output_text"):
-                    parts.append(str(part.get("text", "")))
-                elif part.get("type") in ("image_url", "input_image", "image"):
+                kind = part.get("type")
+                if kind in ("text", "input_text", "output_text") and isinstance(
+                    part.get("text"), str
+                ):
+                    parts.append(part["text"])
+                elif kind in ("image_url", "image", "input_image"):
                     parts.append("[image]")
+                elif kind in ("tool_result",) and part.get("content") is not None:
+                    parts.append(text_of(part.get("content")))
         return "\n".join(p for p in parts if p)
-    return str(content)
+    if isinstance(content, dict) and isinstance(content.get("text"), str):
+        return content["text"]
+    return json.dumps(content, ensure_ascii=False)
 
 
 def strip_recalled(text: str) -> str:

@@ -66,9 +66,7 @@ def _timestamp_ms(value: Any, fallback: int) -> int:
         return int(v * 1000) if v < 1e11 else int(v)
     if isinstance(value, str) and value.strip():
         try:
-            return int(
-                datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp() * 1000
-            )
+            return int(datetime.fromisoformat(value.strip()).timestamp() * 1000)
         except ValueError:
             return fallback
     return fallback

@@ -3,6 +3,14 @@
 Each source produces a ``Layer``: a nested dict keyed by snake_case field names plus, for every
 value, where it came from ("env TDAI_LLM_MODEL", "/etc/tdai-gateway.yaml"), so a validation error
 can say which variable or file to fix. Pydantic validates the merged result afterwards.
+
+Why not pydantic-settings' own sources (``Settings`` switches them off): they report a bad
+value by field, not by the variable or file it came from (tests/test_config.py holds "from env
+TDAI_MEMORY__RECALL__MAX_RESULTS"); they read ``os.environ``, where ``load_settings`` takes the
+mapping it is given; and the file here is YAML 1.2 with ``${VAR:-default}`` interpolation and
+the original's camelCase keys, with a suggestion for a mistyped one. The precedence (a named
+``TDAI_`` variable over its ``MEMORY_TENCENTDB_`` twin over ``TDAI_SECTION__FIELD``, the
+environment over the file) is stated once: ``NAMED_ENV``, ``read_env`` and ``load_settings``.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field, StringConstraints
 
@@ -48,12 +48,14 @@ def _error(e: Exception) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=code)
 
 
-def register(app: FastAPI, engine: Engine) -> None:
+def operations_router(engine: Engine) -> APIRouter:
+    router = APIRouter()
+
     def stale(scope: str) -> None:
         if engine.pipeline is not None:
             engine.pipeline.scenes_stale(scope)
 
-    @app.get("/memories")
+    @router.get("/memories")
     def list_memories(
         request: Request,
         scope: QueryText = None,
@@ -82,24 +84,24 @@ def register(app: FastAPI, engine: Engine) -> None:
         except BadRequest as e:
             return _error(e)
 
-    @app.get("/scopes")
+    @router.get("/scopes")
     def scopes(request: Request) -> dict[str, Any]:
         """The scopes the caller's key may read (all of them for an owner), with its access."""
         return access.visible_scopes(request, browse.scopes(engine.store, engine.data_dir))
 
-    @app.get("/persona")
+    @router.get("/persona")
     def persona(
         request: Request, scope: QueryText = None, user_id: QueryText = None
     ) -> dict[str, Any]:
         return browse.persona(engine.data_dir, access.readable(request, scope, user_id))
 
-    @app.get("/scenes")
+    @router.get("/scenes")
     def scenes(
         request: Request, scope: QueryText = None, user_id: QueryText = None
     ) -> dict[str, Any]:
         return browse.scenes(engine.data_dir, access.readable(request, scope, user_id))
 
-    @app.patch("/memories/{memory_id}")
+    @router.patch("/memories/{memory_id}")
     def patch_memory(memory_id: str, body: MemoryPatchBody, request: Request) -> Any:
         scope = access.writable(request, body.scope, body.user_id)
         try:
@@ -118,7 +120,7 @@ def register(app: FastAPI, engine: Engine) -> None:
             stale(scope)
         return updated
 
-    @app.delete("/memories/{memory_id}")
+    @router.delete("/memories/{memory_id}")
     def delete_memory(
         memory_id: str, request: Request, scope: QueryText = None, user_id: QueryText = None
     ) -> Any:
@@ -130,7 +132,7 @@ def register(app: FastAPI, engine: Engine) -> None:
         stale(scope_)
         return {"deleted": removed}
 
-    @app.post("/memories/forget")
+    @router.post("/memories/forget")
     def forget_by_query(body: ForgetBody, request: Request) -> Any:
         scope = access.writable(request, body.scope, body.user_id)
         if bool(body.query) == bool(body.ids):
@@ -171,3 +173,5 @@ def register(app: FastAPI, engine: Engine) -> None:
         if result["forgotten"]:
             stale(scope)
         return result
+
+    return router

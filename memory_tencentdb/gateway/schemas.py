@@ -118,7 +118,7 @@ class Message(BaseModel):
                 value = float(text)  # "1717000000": a number sent as a string
             except ValueError:
                 try:
-                    datetime.fromisoformat(text.replace("Z", "+00:00"))
+                    datetime.fromisoformat(text)
                 except ValueError:
                     raise ValueError(
                         f"{value!r} is not a time: epoch seconds/milliseconds or ISO-8601"

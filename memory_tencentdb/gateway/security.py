@@ -9,6 +9,13 @@ routing, so the route list does not leak); the key names the caller's principal
 (``gateway/access.py``), left in the ASGI scope for the routes' permission checks. Bodies over the limit are refused with 413 before
 they are read. A fault in a route answers 500 and keeps the connection: an exception is never
 let through to the server, which would drop a keep-alive connection the client pools.
+
+CORS is decided here rather than by Starlette's ``CORSMiddleware`` because the answers differ
+where clients see them: that middleware answers an allowed preflight 200 (ours 204), a refused
+origin with a plain-text 400 (ours a 403 ``{"error"}`` naming the origin), and passes an
+``OPTIONS`` without ``Access-Control-Request-Method`` on to the routes, where it would need the
+key (ours answers 204 before auth); ``test_cors_allow_list`` holds these. The guard's own
+refusals (401, 403, 413) carry the CORS headers too, so a browser can read why.
 """
 
 from __future__ import annotations

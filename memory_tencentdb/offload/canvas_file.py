@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memory_tencentdb.offload import canvas
+from memory_tencentdb.store.files import write_atomic
 
 _PAD = 64
 
@@ -115,12 +116,7 @@ def append(path: Path, prefix: str, step: str, status: str, summary: str, timest
         if not first.startswith("%%"):
             rest, sep = text, "\n"
         new = line.decode("utf-8") + sep + rest + added
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(new)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, new)
         st = os.stat(path)
     with _guard:
         _known[path] = _Known(_stamp(st), known.k + 1, counts, meta, len(line))

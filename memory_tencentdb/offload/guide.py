@@ -7,13 +7,16 @@ from typing import Any
 
 TOOL_NAME = "memory_tencentdb_offload_read"
 
+# The one definition of the read-back tool. The host adapters cannot import this package (they
+# run in the host's process), so hermes_plugin/offload.py and openclaw_bridge/lib/offload_read.js
+# carry copies, held equal to these by tests/test_host_adapter_copies.py.
 TOOL_DESCRIPTION = (
     "Read back what context offload moved out of your context: the full original result of a "
     "tool call (by tool_call_id or result_ref, exactly as the tool returned it), the steps of a "
     "task-canvas node (by node_id, e.g. 003-N2), or a task canvas (by canvas file name, or "
-    '"active"). Use it whenever a stub or a canvas node lacks a detail you need. A long '
-    "text comes in pages: each answer ends by naming the call for the next page (the same key "
-    "with offset); the pages joined are the original exactly."
+    '"active"). Use it whenever a stub or a canvas node lacks a detail you need. Give exactly '
+    "one of the four. A long text comes in pages: a page ends by naming the call for the next "
+    "page (the same key with offset); the pages joined are the original exactly."
 )
 
 TOOL_PARAMETERS: dict[str, Any] = {
@@ -38,6 +41,13 @@ TOOL_PARAMETERS: dict[str, Any] = {
         },
     },
     "additionalProperties": False,
+}
+
+# What a host adapter offers its model: the same, less ``length``; the adapter chooses the page
+# size itself, from its context window (each host caps what one tool result may hold).
+HOST_TOOL_PARAMETERS: dict[str, Any] = {
+    **TOOL_PARAMETERS,
+    "properties": {k: v for k, v in TOOL_PARAMETERS["properties"].items() if k != "length"},
 }
 
 

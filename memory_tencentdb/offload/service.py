@@ -1240,9 +1240,7 @@ def _iso(value: Any, tz: tzinfo) -> str | None:
             return None
     if isinstance(value, str) and value.strip():
         try:
-            return datetime.fromisoformat(value.strip().replace("Z", "+00:00")).isoformat(
-                timespec="milliseconds"
-            )
+            return datetime.fromisoformat(value.strip()).isoformat(timespec="milliseconds")
         except ValueError:
             return None
     return None

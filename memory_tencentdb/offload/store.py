@@ -20,19 +20,9 @@ from typing import Any
 from memory_tencentdb.offload import canvas, canvas_file, journal, refs
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.offload.records import OffloadRow, ToolResult, strip_id
+from memory_tencentdb.store.files import write_atomic
 
 _MMD = re.compile(r"^(\d{3,})-.*\.mmd$")
-
-
-def write_atomic(path: Path, text: str, sync: bool = True) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        if sync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_json(path: Path, default: dict[str, Any]) -> dict[str, Any]:
@@ -77,9 +67,9 @@ class Scope:
     def read_canvas(self, name: str) -> str:
         return (self.layout.mmds / name).read_text("utf-8")
 
-    def write_canvas(self, name: str, text: str, sync: bool = True) -> None:
+    def write_canvas(self, name: str, text: str) -> None:
         canvas_file.forget(self.layout.mmds / name)  # its next append reads the file again
-        write_atomic(self.layout.mmds / name, text, sync)
+        write_atomic(self.layout.mmds / name, text)
 
     def new_canvas(self, goal: str, created: str) -> str:
         """Create ``NNN-<label>.mmd``; NNN = one past the counter and every file on disk."""

@@ -42,7 +42,7 @@ def parse_since(value: str | None) -> str | None:
         when = datetime.now(UTC) - delta
     else:
         try:
-            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            when = datetime.fromisoformat(text)
         except ValueError:
             raise BadRequest(f"since: not a date, date-time or age like 7d: {text!r}") from None
         if when.tzinfo is None:

@@ -374,7 +374,7 @@ def _import_messages(store: Store, plan: Plan, report: OriginalReport, tick: Any
             line = {k: v for k, v in m.items() if not k.startswith("_")}
             line["content"] = redact(line["content"])
             try:
-                when = datetime.fromisoformat(line["recordedAt"].replace("Z", "+00:00"))
+                when = datetime.fromisoformat(line["recordedAt"])
             except ValueError:
                 when = datetime.now(UTC)
             rel = m["_file"] or files.day_file("conversations", when, store.tz)

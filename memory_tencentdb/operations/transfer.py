@@ -133,7 +133,7 @@ def _iso(line: dict[str, Any], n: int, key: str) -> None:
     if not isinstance(value, str):
         raise ImportError_(f"line {n}: {key!r} must be an ISO date-time string, got {value!r:.40}")
     try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        datetime.fromisoformat(value)
     except ValueError:
         raise ImportError_(f"line {n}: {key!r} is not an ISO date-time: {value!r:.40}") from None
 
@@ -247,8 +247,8 @@ def _day_file(line: dict[str, Any], folder: str, when: str, tz: tzinfo) -> str:
     if _DAY_FILE.match(given) and given.startswith(folder):
         return given
     try:
-        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
-    except (ValueError, AttributeError):
+        at = datetime.fromisoformat(when)
+    except (ValueError, TypeError):  # not a time, or no string at all
         at = datetime.now(UTC)
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)

@@ -148,7 +148,7 @@ def normalise_time(value: Any, tz: tzinfo) -> str:
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
         return text
     try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        dt = datetime.fromisoformat(text)
     except ValueError:
         return ""
     if dt.tzinfo is None:

@@ -56,7 +56,7 @@ export function createToolResultMiddleware({ config, link, warn, scopeOf = (agen
     // Only text results: images and other blocks would be lost behind a text stub.
     if (!Array.isArray(content) || content.length === 0) return undefined;
     if (!content.every((b) => b && b.type === "text" && typeof b.text === "string")) return undefined;
-    const text = textOf(content);
+    const text = textOf(content).trim();
     if (!text) return undefined;
 
     const body = {

@@ -14,13 +14,15 @@ const FOOTER_RESERVE = 600;
 // Every page answer ends with this marker line; what precedes it is the page, exactly.
 export const PAGE_MARK = `\n\n[${OFFLOAD_READ_TOOL} page: characters `;
 
-const DESCRIPTION =
+// A copy of the gateway's memory_tencentdb/offload/guide.py (TOOL_DESCRIPTION and
+// HOST_TOOL_PARAMETERS), held equal to it by tests/test_host_adapter_copies.py.
+export const DESCRIPTION =
   "Read back what context offload moved out of your context: the full original result of a " +
   "tool call (by tool_call_id or result_ref, exactly as the tool returned it), the steps of a " +
   "task-canvas node (by node_id, e.g. 003-N2), or a task canvas (by canvas file name, or " +
-  '"active"). Use it whenever a stub or a canvas node lacks a detail you need. Give exactly one key. ' +
-  "A long text comes in pages: a page ends with a line naming the call for the next page (the same key " +
-  "with offset); the pages joined are the original exactly.";
+  '"active"). Use it whenever a stub or a canvas node lacks a detail you need. Give exactly ' +
+  "one of the four. A long text comes in pages: a page ends by naming the call for the next " +
+  "page (the same key with offset); the pages joined are the original exactly.";
 
 export const READ_PARAMETERS = Object.freeze({
   type: "object",
@@ -32,7 +34,7 @@ export const READ_PARAMETERS = Object.freeze({
     offset: {
       type: "integer",
       minimum: 0,
-      description: "where the page starts, in characters (the previous page's last line names it)",
+      description: "where the page starts, in characters (the previous page names it)",
     },
   },
   additionalProperties: false,

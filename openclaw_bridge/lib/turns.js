@@ -81,11 +81,11 @@ function convert(message) {
   if (Number.isFinite(message.timestamp)) base.timestamp = message.timestamp;
   switch (message.role) {
     case "user": {
-      const content = cap(stripInjected(textOf(message.content)));
+      const content = cap(stripInjected(textOf(message.content).trim()));
       return content ? { role: "user", content, ...base } : null;
     }
     case "assistant": {
-      const content = cap(textOf(message.content));
+      const content = cap(textOf(message.content).trim());
       const toolCalls = toolCallsOf(message.content);
       if (!content && toolCalls.length === 0) return null;
       const out = { role: "assistant", content, ...base };
@@ -94,7 +94,7 @@ function convert(message) {
     }
     case "toolResult":
     case "tool": {
-      const out = { role: "tool", content: cap(textOf(message.content)), ...base };
+      const out = { role: "tool", content: cap(textOf(message.content).trim()), ...base };
       const callId = message.toolCallId ?? message.tool_call_id;
       const name = message.toolName ?? message.name;
       if (callId) out.tool_call_id = String(callId);
@@ -108,17 +108,44 @@ function convert(message) {
   }
 }
 
-/** Plain text of a message content (string or content parts). */
+/**
+ * Plain text of a message content (string or content parts): the gateway's rule
+ * (memory_tencentdb/capture.py message_text), held equal to it by
+ * tests/test_host_adapter_copies.py. Text parts as they are, an image as "[image]", a
+ * tool_result part by its own content, non-empty parts joined by newlines.
+ */
 export function textOf(content) {
+  if (content === null || content === undefined) return "";
   if (typeof content === "string") return content;
-  if (!Array.isArray(content)) return "";
-  const texts = [];
-  for (const part of content) {
-    if (typeof part === "string") texts.push(part);
-    else if (part?.type === "text" && typeof part.text === "string") texts.push(part.text);
-    else if (part?.type === "image") texts.push("[image]");
+  if (Array.isArray(content)) {
+    const parts = [];
+    for (const part of content) {
+      if (typeof part === "string") parts.push(part);
+      else if (part && typeof part === "object") {
+        const kind = part.type;
+        if (TEXT_KINDS.has(kind) && typeof part.text === "string") parts.push(part.text);
+        else if (IMAGE_KINDS.has(kind)) parts.push("[image]");
+        else if (kind === "tool_result" && part.content !== null && part.content !== undefined) {
+          parts.push(textOf(part.content));
+        }
+      }
+    }
+    return parts.filter((p) => p).join("\n");
   }
-  return texts.join("\n").trim();
+  if (typeof content === "object" && typeof content.text === "string") return content.text;
+  return pythonJson(content);
+}
+
+const TEXT_KINDS = new Set(["text", "input_text", "output_text"]);
+const IMAGE_KINDS = new Set(["image_url", "image", "input_image"]);
+
+/** JSON as Python's json.dumps(ensure_ascii=False) writes it (", " and ": " separators). */
+function pythonJson(value) {
+  if (Array.isArray(value)) return `[${value.map(pythonJson).join(", ")}]`;
+  if (value && typeof value === "object") {
+    return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pythonJson(v)}`).join(", ")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
 }
 
 function toolCallsOf(content) {

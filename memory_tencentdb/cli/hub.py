@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+import webbrowser
 from typing import Any
+
+import httpx
+
+from memory_tencentdb.cli.common import add_gateway_options, gateway_client, settings_for
 
 
 def cmd_hub(args: argparse.Namespace) -> int:
-    import httpx
-
-    from memory_tencentdb.cli import _client, _settings
-
-    settings = _settings(args)
+    settings = settings_for(args)
     try:
-        with _client(settings) as c:
+        with gateway_client(settings) as c:
             r = c.post("/hub/api/login-link")
     except httpx.HTTPError as e:
         print(
@@ -38,16 +39,12 @@ def cmd_hub(args: argparse.Namespace) -> int:
         return 1
     url = r.json()["url"]
     print(f"Memory Hub (one login, within 5 minutes): {url}")
-    if args.open:
-        import webbrowser
-
-        if not webbrowser.open(url):
-            print("no browser found here: open the link above yourself", file=sys.stderr)
+    if args.open and not webbrowser.open(url):
+        print("no browser found here: open the link above yourself", file=sys.stderr)
     return 0
 
 
 def add_command(sub: Any) -> None:
-    from memory_tencentdb.cli import add_gateway_options
 
     p = sub.add_parser("hub", help="print a one-time login link to the Memory Hub web page")
     p.add_argument("--open", action="store_true", help="also open the link in a browser")

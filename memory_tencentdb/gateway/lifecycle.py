@@ -136,7 +136,7 @@ class Lifecycle:
         deadline = time.monotonic() + max(0.0, seconds)
         with self._watchdog:
             first = self._exit_by is None
-            if first or deadline < self._exit_by:
+            if self._exit_by is None or deadline < self._exit_by:
                 self._exit_by = deadline
             self._watchdog.notify_all()
         if first:
@@ -218,7 +218,7 @@ class Lifecycle:
 def serving_with_drain(server_cls: type, lifecycle: Lifecycle) -> type:
     """A uvicorn ``Server`` subclass whose SIGTERM/SIGINT drains first (see ``on_signal``)."""
 
-    class DrainingServer(server_cls):  # type: ignore[misc, valid-type]
+    class DrainingServer(server_cls):
         def handle_exit(self, sig: int, frame: Any) -> None:
             if lifecycle.on_signal(sig):
                 self.should_exit = True

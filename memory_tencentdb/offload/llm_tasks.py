@@ -26,6 +26,7 @@ the day's memory budget), or waits (issue 24):
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import re
@@ -34,7 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from memory_tencentdb.llm.host_models import HostModelClient
 from memory_tencentdb.offload import canvas
@@ -206,10 +207,11 @@ class LLMWorker:
     def _run(self) -> None:
         last_check = time.monotonic()
         while not self._stop.is_set():
+            job: _Job | Literal[False] | None
             try:
                 job = self._q.get(timeout=RETRY_CHECK_S)
             except queue.Empty:
-                job = False
+                job = False  # no job: a turn of the retry check only
             if job is None:
                 return
             if time.monotonic() - last_check >= RETRY_CHECK_S:
@@ -301,7 +303,7 @@ class LLMWorker:
         todo = [r.tool_call_id for r in sess.rows if r.summary_by == "rules" and r.node_id]
         for i in range(0, len(todo), L1_BATCH):
             batch = todo[i : i + L1_BATCH]
-            self._submit("l1", sess, lambda llm, b=batch: self._l1(llm, sess, b))
+            self._submit("l1", sess, functools.partial(self._l1, sess=sess, ids=batch))
 
     def judge(self, sess: Session, prompt: str) -> None:
         self._submit("l15", sess, lambda llm: self._l15(llm, sess, prompt))
@@ -330,18 +332,18 @@ class LLMWorker:
             for item in data:
                 if not isinstance(item, dict):
                     continue
-                row = wanted.get(strip_id(str(item.get("tool_call_id") or "")))
+                hit = wanted.get(strip_id(str(item.get("tool_call_id") or "")))
                 summary = item.get("summary")
-                if row is None or not isinstance(summary, str) or not summary.strip():
+                if hit is None or not isinstance(summary, str) or not summary.strip():
                     continue
-                row.summary = " ".join(summary.split())[:400]
+                hit.summary = " ".join(summary.split())[:400]
                 call = item.get("tool_call")
                 if isinstance(call, str) and call.strip():
-                    row.tool_call = " ".join(call.split())[:300]
+                    hit.tool_call = " ".join(call.split())[:300]
                 score = item.get("score")
                 if isinstance(score, int | float) and not isinstance(score, bool):
-                    row.score = max(0, min(10, score))
-                row.summary_by = "llm"
+                    hit.score = max(0, min(10, score))
+                hit.summary_by = "llm"
                 updated += 1
             if updated:
                 sess.flush_rows()
@@ -462,7 +464,7 @@ class LLMWorker:
         with sess.lock:
             for r in rows:
                 new = fixed.get(strip_id(r.tool_call_id))
-                if new is None and r.node_id not in nodes and r.node_id not in text:
+                if new is None and r.node_id and r.node_id not in nodes and r.node_id not in text:
                     new = fallback
                 if new:
                     r.node_id = new

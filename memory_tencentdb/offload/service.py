@@ -473,12 +473,15 @@ class OffloadService:
         holds the session lock."""
         rows = [r for r in sess.rows[since:] if r.node_id]
         target = sess.state.get("active")
-        rows = [r for r in rows if not target or prefix_of(target) != r.node_id.split("-N")[0]]
+        rows = [
+            r for r in rows if not target or prefix_of(target) != (r.node_id or "").split("-N")[0]
+        ]
         if not rows:
             return 0
         by_canvas: dict[str, set[str]] = {}
         for r in rows:
-            by_canvas.setdefault(r.node_id.split("-N")[0], set()).add(r.node_id)
+            node = r.node_id or ""  # every row kept has one
+            by_canvas.setdefault(node.split("-N")[0], set()).add(node)
         with sess.scope.lock:
             for name in sess.scope.canvas_files():
                 ids = by_canvas.get(prefix_of(name))
@@ -990,7 +993,7 @@ class OffloadService:
                 key = None
             if key and key not in keys:
                 keys.append(key)
-        out = []
+        out: list[tuple[Session, OffloadRow]] = []
         for key in keys:
             sess = self.session(scope, key)
             with sess.lock:

@@ -244,7 +244,7 @@ def _client(settings: Any) -> Iterator[Any]:
             raise not_our_gateway(
                 settings, r, f"{_describe_answer(r)}, /health without a gateway's fields"
             )
-        client.health = body
+        client.health = body  # type: ignore[attr-defined]  # the checked /health body, for callers
         yield client
 
 

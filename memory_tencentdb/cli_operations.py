@@ -219,7 +219,7 @@ def _bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -394,7 +394,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            f"pid {holder['pid']} does not answer and has not exited (frozen or stopped?): it"
+            f"pid {(holder or {}).get('pid')} does not answer and has not exited (frozen or stopped?): it"
             " drains when it runs again; check `memory-tencentdb logs`, or kill it yourself",
             file=sys.stderr,
         )

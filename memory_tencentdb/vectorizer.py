@@ -491,11 +491,11 @@ class Vectorizer:
 
     def _embed_rows(self, emb: Any, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
         texts = [for_embedding(layer, text) for _, _, _, text in rows]
-        parts = []
+        parts: list[np.ndarray] = []
         for start in range(0, len(texts), SUB_BATCH):
             self._yield_to_queries()
             parts.append(self._embed(emb, texts[start : start + SUB_BATCH]))
-        vecs = np.concatenate(parts) if parts else []
+        vecs: np.ndarray | list[np.ndarray] = np.concatenate(parts) if parts else []
         items = [
             (rowid, scope, h, np.asarray(vec, dtype=np.float32))
             for (rowid, scope, h, _), vec in zip(rows, vecs, strict=True)

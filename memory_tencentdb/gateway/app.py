@@ -9,6 +9,7 @@ the message; ``gateway/access.py``), answered before anything is written.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -31,7 +32,7 @@ from memory_tencentdb.gateway.security import GatewayGuard, host_name
 log = logging.getLogger("memory_tencentdb.gateway")
 
 
-def _describe(errors: list[dict[str, Any]]) -> str:
+def _describe(errors: Sequence[Any]) -> str:
     parts = []
     for err in errors[:10]:
         if err.get("type") == "unstorable_value":  # names its own path, nested or extra
@@ -46,7 +47,7 @@ def _describe(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def _allowed(app: FastAPI, scope: dict[str, Any]) -> list[str]:
+def _allowed(app: FastAPI, scope: Mapping[str, Any]) -> list[str]:
     """The methods some route answers on this request's path (Starlette's own 405 names only
     the first matching route's, and ``/memories`` has two)."""
     return [

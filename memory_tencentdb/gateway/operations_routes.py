@@ -156,6 +156,7 @@ def register(app: FastAPI, engine: Engine) -> None:
                 "forgotten": [] if body.dry_run else [m["id"] for m in found],
                 "candidates": [],
             }
+        assert body.query  # neither both nor none: checked above
         try:
             result = forget.forget_query(
                 engine.store,

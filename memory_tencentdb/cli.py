@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_tencentdb import __version__
-from memory_tencentdb.config import ConfigError, load_settings, redacted, tzinfo
+from memory_tencentdb.config import ConfigError, Settings, load_settings, redacted, tzinfo
 from memory_tencentdb.ownership import (
     LOCKED_EXIT_CODE,
     DataDirLock,
@@ -163,7 +163,7 @@ SCOPE_HELP = (
 )
 
 
-def _lock_or_none(settings: Any, command: str, **info: Any) -> DataDirLock | None:
+def _lock_or_none(settings: Settings, command: str, **info: Any) -> DataDirLock | None:
     """Take the data directory's lock, or say who holds it (on stderr) and return None."""
     try:
         return DataDirLock(settings.data_dir).acquire(command=command, **info)
@@ -205,7 +205,7 @@ def _describe_answer(r: Any) -> str:
     return f"HTTP {r.status_code}, {kind}"
 
 
-def not_our_gateway(settings: Any, r: Any, what: str = "") -> NotOurGateway:
+def not_our_gateway(settings: Settings, r: Any, what: str = "") -> NotOurGateway:
     return NotOurGateway(
         f"something answers on {settings.server.host}:{settings.server.port} but it is not a"
         f" memory-tencentdb gateway ({what or _describe_answer(r)}); is another program using"
@@ -213,7 +213,7 @@ def not_our_gateway(settings: Any, r: Any, what: str = "") -> NotOurGateway:
     )
 
 
-def json_of(settings: Any, r: Any) -> Any:
+def json_of(settings: Settings, r: Any) -> Any:
     """The JSON body of a gateway answer; ``NotOurGateway`` when it is not JSON (every answer
     of ours is, errors included)."""
     try:
@@ -223,7 +223,7 @@ def json_of(settings: Any, r: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _client(settings: Any) -> Iterator[Any]:
+def _client(settings: Settings) -> Iterator[Any]:
     """An HTTP client for the gateway (``with _client(s) as c``), after checking that what
     answers on its address is one: ``GET /health`` must have our shape (its body is kept as
     ``c.health``). Connection errors are raised as ``httpx.HTTPError`` (each command says "not

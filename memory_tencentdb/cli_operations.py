@@ -21,7 +21,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import Settings
 
 
 def _call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> tuple[int, Any]:
@@ -245,7 +248,7 @@ def layer_sizes(data_dir: Path) -> dict[str, int]:
     }
 
 
-def print_layers(settings: Any, health: dict[str, Any]) -> None:
+def print_layers(settings: Settings, health: dict[str, Any]) -> None:
     """``status``: rows and bytes per layer (read from the data directory), redaction, retention."""
     data_dir = Path(settings.data_dir)
     if not data_dir.is_dir():

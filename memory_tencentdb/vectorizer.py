@@ -18,7 +18,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from memory_tencentdb.embedding import EmbeddingError, load_embedders
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
 from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import EmbeddingSettings
 
 log = logging.getLogger("memory_tencentdb.embedding")
 
@@ -80,7 +83,9 @@ def lower_thread_priority(step: int = BACKGROUND_NICE) -> None:
 class Vectorizer:
     """Owns the embedders, their load state, and the background fill loop."""
 
-    def __init__(self, store: Store, cfg: Any, index_backends: dict[str, str]) -> None:
+    def __init__(
+        self, store: Store, cfg: EmbeddingSettings, index_backends: dict[str, str]
+    ) -> None:
         self.store = store
         self.cfg = cfg
         self.index_backends = index_backends

@@ -238,4 +238,5 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
     guard.path_limits["/offload/host-status"] = 16 * 1024  # a few names and one reason
     from memory_tencentdb import hub  # the Memory Hub page (/hub): a gate in front of the guard
 
+    # The served ASGI app is the hub's gate in front of the guard and FastAPI, not FastAPI.
     return hub.mount(app, guard, engine, policy)  # type: ignore[return-value]

@@ -26,9 +26,12 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+if TYPE_CHECKING:
+    from memory_tencentdb.engine import Engine
 
 log = logging.getLogger("memory_tencentdb.gateway")
 
@@ -57,7 +60,7 @@ class _Drain:
 class Lifecycle:
     """Owns "when do we exit": drains, their cancellation, the idle timer, request activity."""
 
-    def __init__(self, engine: Any, drain_default_s: float, idle_exit_s: float | None = None):
+    def __init__(self, engine: Engine, drain_default_s: float, idle_exit_s: float | None = None):
         self.engine = engine
         self.drain_default_s = drain_default_s
         self.idle_exit_s = idle_exit_s

@@ -22,7 +22,7 @@ from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb.gateway.security import host_name
+from memory_tencentdb.gateway.security import GatewayGuard, host_name
 from memory_tencentdb.hub.sessions import SESSION_PREFIX, SESSION_TTL_S, HubSessions, key_digest
 
 log = logging.getLogger("memory_tencentdb.hub")
@@ -58,7 +58,7 @@ def _json(status: int, data: dict[str, Any], extra: list[tuple[bytes, bytes]] | 
 
 
 class HubGate:
-    def __init__(self, guard: Any, sessions: HubSessions) -> None:
+    def __init__(self, guard: GatewayGuard, sessions: HubSessions) -> None:
         self.guard = guard
         self.sessions = sessions
         self._files: dict[str, tuple[bytes, bytes]] = {}

@@ -43,6 +43,8 @@ from memory_tencentdb.offload.records import OffloadRow, strip_id
 from memory_tencentdb.offload.store import Session, prefix_of, session_canvases
 
 if TYPE_CHECKING:
+    from memory_tencentdb.llm.client import LLMClient
+    from memory_tencentdb.llm.host_models import HostModels
     from memory_tencentdb.offload.service import OffloadService
 
 log = logging.getLogger("memory_tencentdb.offload")
@@ -145,7 +147,9 @@ class LLMWorker:
     """One background thread running the offload's LLM tasks with ``llm`` (the gateway's own
     client) or, when that is None, with the host model allowed for each task's scope."""
 
-    def __init__(self, svc: OffloadService, llm: Any, host_models: Any = None) -> None:
+    def __init__(
+        self, svc: OffloadService, llm: LLMClient | None, host_models: HostModels | None = None
+    ) -> None:
         self.svc, self.llm, self.host_models = svc, llm, host_models
         self._q: queue.Queue[_Job | None] = queue.Queue()
         self._pending: dict[str, int] = {"l1": 0, "l15": 0, "l2": 0}
@@ -273,7 +277,8 @@ class LLMWorker:
         now = time.monotonic()
         for scope in scopes:
             usable = self._client(scope) is not None
-            known = usable or bool(self.host_models.candidates(scope))
+            hosts = self.host_models
+            known = usable or bool(hosts is not None and hosts.candidates(scope))
             with self._lock:
                 q = self._deferred.pop(scope, deque())
                 again = [j for j in q if usable]
@@ -310,7 +315,7 @@ class LLMWorker:
 
     # ---------------------------------------------------------------- L1
 
-    def _l1(self, llm: Any, sess: Session, ids: list[str]) -> None:
+    def _l1(self, llm: LLMClient, sess: Session, ids: list[str]) -> None:
         with sess.lock:
             rows = [r for i in ids if (r := sess.row(i)) is not None and r.summary_by == "rules"]
         if not rows:
@@ -361,7 +366,7 @@ class LLMWorker:
 
     # ---------------------------------------------------------------- L1.5
 
-    def _l15(self, llm: Any, sess: Session, prompt: str) -> None:
+    def _l15(self, llm: LLMClient, sess: Session, prompt: str) -> None:
         with sess.lock:
             active = sess.state.get("active")
             current = sess.scope.read_canvas(active)[:3000] if active else None
@@ -411,7 +416,7 @@ class LLMWorker:
 
     # ---------------------------------------------------------------- L2
 
-    def _l2(self, llm: Any, sess: Session, name: str) -> None:
+    def _l2(self, llm: LLMClient, sess: Session, name: str) -> None:
         prefix = prefix_of(name)
         with sess.scope.lock:
             before = sess.scope.read_canvas(name)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal, paging, refs
 from memory_tencentdb.offload.host_status import HostReports
@@ -55,6 +55,11 @@ from memory_tencentdb.offload.summarize import describe_call, summarize
 from memory_tencentdb.offload.tokens import TokenCounter
 from memory_tencentdb.text.redact import redact, redact_obj
 
+if TYPE_CHECKING:
+    from memory_tencentdb.config import OffloadSettings
+    from memory_tencentdb.llm.client import LLMClient
+    from memory_tencentdb.llm.host_models import HostModels
+
 log = logging.getLogger("memory_tencentdb.offload")
 
 CANVAS_SHOWN_TOKENS = 1500
@@ -72,12 +77,12 @@ EmbedProvider = Callable[[], "boundaries.Embed | None"]
 class OffloadService:
     def __init__(
         self,
-        cfg: Any,
+        cfg: OffloadSettings,
         data_dir: Path,
         tz: tzinfo,
         embed: EmbedProvider | None = None,
-        llm: Any = None,
-        host_models: Any = None,
+        llm: LLMClient | None = None,
+        host_models: HostModels | None = None,
     ) -> None:
         self.cfg = cfg
         self.tz = tz

@@ -15,7 +15,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import prompts, rules
@@ -25,6 +25,9 @@ from memory_tencentdb.store.records import L0Message, Memory, memory_from_journa
 from memory_tencentdb.text import relative_dates, tokenize
 from memory_tencentdb.text.sanitize import is_noise
 from memory_tencentdb.vectorizer import Vectorizer
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import Settings
 
 log = logging.getLogger("memory_tencentdb.pipeline")
 
@@ -170,7 +173,7 @@ class L1Extractor:
         self,
         store: Store,
         vectorizer: Vectorizer,
-        settings: Any,
+        settings: Settings,
         tz: tzinfo,
         llm: LLMClient | None,
     ) -> None:

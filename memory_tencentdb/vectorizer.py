@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory_tencentdb.embedding import EmbeddingError, load_embedders
+from memory_tencentdb.embedding import Embedder, EmbeddingError, load_embedders
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
 from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
@@ -494,7 +494,7 @@ class Vectorizer:
             (r, m.scope, m.text_hash, l0_text(m.content, m.speaker)) for r, m in messages.items()
         ]
 
-    def _embed_rows(self, emb: Any, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
+    def _embed_rows(self, emb: Embedder, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
         texts = [for_embedding(layer, text) for _, _, _, text in rows]
         parts: list[np.ndarray] = []
         for start in range(0, len(texts), SUB_BATCH):
@@ -549,7 +549,7 @@ class Vectorizer:
         self.last_query_error = None
         return vec
 
-    def _embed(self, emb: Any, texts: list[str]) -> np.ndarray:
+    def _embed(self, emb: Embedder, texts: list[str]) -> np.ndarray:
         """``emb.embed(texts)``; on a background thread, in turn with the other background
         calls (a request thread goes straight to the model: the models are reentrant)."""
         if not in_background():

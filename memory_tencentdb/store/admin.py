@@ -227,7 +227,7 @@ def memory_fingerprint(store: Store, memory_id: str) -> tuple[str, str, str] | N
         .execute("SELECT content, status, updated_at FROM l1_memories WHERE id = ?", (memory_id,))
         .fetchone()
     )
-    return (str(row[0]), str(row[1]), str(row[2])) if row else None
+    return (row[0], row[1], row[2]) if row else None
 
 
 def cited_l0_ids(store: Store) -> set[str]:

@@ -29,7 +29,7 @@ try:
     from agent.context_engine import ContextEngine
 except ImportError:  # outside Hermes (unit tests): the attributes Hermes reads are enough
 
-    class ContextEngine:  # type: ignore[no-redef]
+    class ContextEngine:  # type: ignore[no-redef]  # the stand-in for the import above
         """Stand-in for Hermes's ABC when Hermes is not installed."""
 
         last_prompt_tokens: int = 0

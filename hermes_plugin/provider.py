@@ -49,7 +49,7 @@ try:
     from agent.memory_provider import MemoryProvider
 except ImportError:  # outside Hermes (unit tests, benchmarks): a plain base class is enough
 
-    class MemoryProvider:  # type: ignore[no-redef]
+    class MemoryProvider:  # type: ignore[no-redef]  # the stand-in for the import above
         """Stand-in for Hermes's ABC when Hermes is not installed."""
 
 

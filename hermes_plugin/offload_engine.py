@@ -26,10 +26,10 @@ from .link import connect
 from .ownership import default_scope
 
 try:
-    from agent.context_engine import ContextEngine  # type: ignore[import-not-found]
+    from agent.context_engine import ContextEngine
 except ImportError:  # outside Hermes (unit tests): the attributes Hermes reads are enough
 
-    class ContextEngine:  # type: ignore[no-redef]
+    class ContextEngine:  # type: ignore[no-redef]  # the stand-in for the import above
         """Stand-in for Hermes's ABC when Hermes is not installed."""
 
         last_prompt_tokens: int = 0
@@ -61,7 +61,7 @@ FORCE_LEVEL = 0.9  # `/compress`: the share of the budget the list is made to fi
 
 def _profile() -> str:
     try:
-        from hermes_cli.profiles import get_active_profile_name  # type: ignore[import-not-found]
+        from hermes_cli.profiles import get_active_profile_name
 
         return str(get_active_profile_name() or "default")
     except Exception:  # noqa: BLE001

@@ -100,7 +100,9 @@ def _llm_request(kw: dict[str, Any]) -> dict[str, Any] | None:
     if target is None or str(kw.get("api_mode") or "chat_completions") != "chat_completions":
         return None
     request = kw.get("request")
-    messages = request.get("messages") if isinstance(request, dict) else None
+    if not isinstance(request, dict):
+        return None
+    messages = request.get("messages")
     if not isinstance(messages, list) or not messages:
         return None
     view = offload.view_for(session_id)
@@ -163,7 +165,7 @@ def _refresh(
         view.dirty = False
         if view.pending_prompt == prompt:
             view.pending_prompt = ""
-    stats = answer.get("stats") if isinstance(answer.get("stats"), dict) else {}
+    stats = raw if isinstance(raw := answer.get("stats"), dict) else {}
     if answer.get("level") in LEVELS_THAT_REPLACE or stats.get("request_restored"):
         # Past the mild levels, or Hermes's list lost the turn's request (after a compaction
         # its live list can hold only our notes): the gateway's list for this call.
@@ -202,7 +204,7 @@ def on_pre_llm_call(**kw: Any) -> None:
 def _configured_engine() -> str:
     """``context.engine`` from Hermes's config.yaml ("" if unknown)."""
     try:
-        from hermes_cli.config import load_config  # type: ignore[import-not-found]
+        from hermes_cli.config import load_config
 
         ctx = (load_config() or {}).get("context") or {}
         return str(ctx.get("engine") or "") if isinstance(ctx, dict) else ""
@@ -230,7 +232,7 @@ def install() -> bool:
     take the single engine slot from another plugin the user chose.
     """
     try:
-        from hermes_cli.plugins import (  # type: ignore[import-not-found]
+        from hermes_cli.plugins import (
             PluginContext,
             PluginManifest,
             get_plugin_manager,

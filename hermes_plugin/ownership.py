@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,7 @@ class Ownership:
         api_key: str,
         expected_dir: Path,
         check_dir: bool,
-        started_pids: Any = None,
+        started_pids: Callable[[], set[int]] | None = None,
     ) -> None:
         self.base_url = base_url
         self.api_key = api_key

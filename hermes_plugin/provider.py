@@ -18,6 +18,7 @@ on disk until the gateway has them (spool.py), so exit never waits on a gateway 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -45,10 +46,10 @@ from .turns import (
 from .worker import Job, OrderedWorker
 
 try:
-    from agent.memory_provider import MemoryProvider  # type: ignore[import-not-found]
+    from agent.memory_provider import MemoryProvider
 except ImportError:  # outside Hermes (unit tests, benchmarks): a plain base class is enough
 
-    class MemoryProvider:  # type: ignore[no-redef]
+    class MemoryProvider:  # type: ignore[no-redef]  # the stand-in for the import above
         """Stand-in for Hermes's ABC when Hermes is not installed."""
 
 
@@ -327,7 +328,7 @@ class MemoryTencentdbProvider(MemoryProvider):
             worker.submit(
                 Job(
                     entry.kind,
-                    lambda e=entry: _deliver(gw, e.path, e.body),
+                    functools.partial(_deliver, gw, entry.path, entry.body),
                     REPLAY_MAX_AGE_S,
                     entry=entry,
                 )
@@ -346,7 +347,12 @@ class MemoryTencentdbProvider(MemoryProvider):
             gw, worker = self._gw, self._worker
         if worker is not None:
             launching = gw is not None and gw.supervisor.owned_pid is not None
-            if launching and worker.pending() and gw.supervisor.state == STARTING:
+            if (
+                gw is not None
+                and launching
+                and worker.pending()
+                and gw.supervisor.state == STARTING
+            ):
                 # A quick `hermes chat -q` can end before the gateway it launched answers;
                 # a short wait usually delivers the turn now (else it is sent next session).
                 gw.supervisor.wait_until_settled(SHUTDOWN_START_WAIT_S)

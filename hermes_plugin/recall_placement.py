@@ -43,7 +43,9 @@ def _llm_request(kw: dict[str, Any]) -> dict[str, Any] | None:
     if not memories or str(kw.get("api_mode") or "chat_completions") != "chat_completions":
         return None
     request = kw.get("request")
-    messages = request.get("messages") if isinstance(request, dict) else None
+    if not isinstance(request, dict):
+        return None
+    messages = request.get("messages")
     if not isinstance(messages, list):
         return None
     return {"request": {**request, "messages": with_memories(messages, memories)}}
@@ -69,7 +71,7 @@ def with_memories(messages: list[Any], memories: str) -> list[Any]:
 def install() -> bool:
     """Attach the middleware to Hermes's plugin manager once per process; True if attached."""
     try:
-        from hermes_cli.plugins import (  # type: ignore[import-not-found]
+        from hermes_cli.plugins import (
             PluginContext,
             PluginManifest,
             get_plugin_manager,

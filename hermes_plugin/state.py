@@ -21,7 +21,8 @@ def shared() -> Any:
     """The single shared namespace for this process."""
     ns = sys.modules.get(_KEY)
     if ns is None:
-        fresh = types.ModuleType(_KEY)
+        # Any: the attributes below are set at run time (a module is what sys.modules holds).
+        fresh: Any = types.ModuleType(_KEY)
         fresh.lock = threading.RLock()
         fresh.gateways = {}  # (host, port, api_key) -> Gateway
         fresh.sessions = {}  # Hermes session id -> weakref to a provider

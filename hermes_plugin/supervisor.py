@@ -48,7 +48,7 @@ from .ownership import Verdict
 try:  # POSIX only; elsewhere starts are serialised per process only.
     import fcntl
 except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # checked before each use
 
 log = logging.getLogger("hermes_memory_tencentdb")
 

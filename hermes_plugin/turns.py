@@ -122,7 +122,7 @@ def to_capture_messages(turn: list[dict[str, Any]], first_ts_ms: int) -> list[di
 
 
 def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    fn = raw if isinstance(raw := call.get("function"), dict) else {}
     args = fn.get("arguments", "")
     if not isinstance(args, str):
         args = json.dumps(args, ensure_ascii=False)

@@ -51,7 +51,7 @@ def _write_env(home: Path, values: dict[str, str]) -> None:
     """Set KEY=VALUE lines in ``$HERMES_HOME/.env`` (Hermes's own writer when available)."""
     env_path = home / ".env"
     try:
-        from hermes_cli.memory_setup import _write_env_vars  # type: ignore[import-not-found]
+        from hermes_cli.memory_setup import _write_env_vars
 
         _write_env_vars(env_path, values)
         return
@@ -72,7 +72,7 @@ def _activate(config: dict[str, Any] | None, home: Path, offload: bool | None = 
     (``offload_previous_engine`` in memory_tencentdb.json); off puts that one back.
     """
     try:
-        from hermes_cli.config import load_config, save_config  # type: ignore[import-not-found]
+        from hermes_cli.config import load_config, save_config
     except ImportError:
         return False
     cfg = config if isinstance(config, dict) else load_config()
@@ -86,7 +86,7 @@ def _activate(config: dict[str, Any] | None, home: Path, offload: bool | None = 
 
 
 def _set_engine(cfg: dict[str, Any], home: Path, offload: bool) -> None:
-    ctx = cfg.get("context") if isinstance(cfg.get("context"), dict) else {}
+    ctx = raw if isinstance(raw := cfg.get("context"), dict) else {}
     current = str(ctx.get("engine") or "")
     saved = _current(home)
     if offload and current != PROVIDER_NAME:

@@ -77,7 +77,7 @@ def _tool_calls_text(calls: list[Any]) -> tuple[str, list[dict[str, Any]]]:
     for call in calls:
         if not isinstance(call, dict):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        fn = f if isinstance(f := call.get("function"), dict) else call
         name = str(fn.get("name") or call.get("name") or "tool")
         args = fn.get("arguments", call.get("arguments", call.get("input", "")))
         args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)

@@ -13,10 +13,14 @@ import time
 import uuid
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.capture import _timestamp_ms, to_l0_inputs
 from memory_tencentdb.store.db import Store
+
+if TYPE_CHECKING:
+    from memory_tencentdb.engine import Engine
+    from memory_tencentdb.gateway.schemas import SeedBody
 
 
 class SeedValidationError(ValueError):
@@ -117,7 +121,7 @@ def validate(data: Any, strict_round_role: bool) -> list[dict[str, Any]]:
     return sessions
 
 
-def run_seed(engine: Any, body: Any) -> dict[str, Any]:
+def run_seed(engine: Engine, body: SeedBody) -> dict[str, Any]:
     started = time.monotonic()
     sessions = validate(body.data, body.strict_round_role)
     scope = next((v for v in (body.scope, body.user_id) if v and v.strip()), "default")

@@ -18,14 +18,17 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory_tencentdb.embedding import EmbeddingError, load_embedders
+from memory_tencentdb.embedding import Embedder, EmbeddingError, load_embedders
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
 from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import EmbeddingSettings
 
 log = logging.getLogger("memory_tencentdb.embedding")
 
@@ -80,7 +83,9 @@ def lower_thread_priority(step: int = BACKGROUND_NICE) -> None:
 class Vectorizer:
     """Owns the embedders, their load state, and the background fill loop."""
 
-    def __init__(self, store: Store, cfg: Any, index_backends: dict[str, str]) -> None:
+    def __init__(
+        self, store: Store, cfg: EmbeddingSettings, index_backends: dict[str, str]
+    ) -> None:
         self.store = store
         self.cfg = cfg
         self.index_backends = index_backends
@@ -489,13 +494,13 @@ class Vectorizer:
             (r, m.scope, m.text_hash, l0_text(m.content, m.speaker)) for r, m in messages.items()
         ]
 
-    def _embed_rows(self, emb: Any, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
+    def _embed_rows(self, emb: Embedder, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
         texts = [for_embedding(layer, text) for _, _, _, text in rows]
-        parts = []
+        parts: list[np.ndarray] = []
         for start in range(0, len(texts), SUB_BATCH):
             self._yield_to_queries()
             parts.append(self._embed(emb, texts[start : start + SUB_BATCH]))
-        vecs = np.concatenate(parts) if parts else []
+        vecs: np.ndarray | list[np.ndarray] = np.concatenate(parts) if parts else []
         items = [
             (rowid, scope, h, np.asarray(vec, dtype=np.float32))
             for (rowid, scope, h, _), vec in zip(rows, vecs, strict=True)
@@ -544,7 +549,7 @@ class Vectorizer:
         self.last_query_error = None
         return vec
 
-    def _embed(self, emb: Any, texts: list[str]) -> np.ndarray:
+    def _embed(self, emb: Embedder, texts: list[str]) -> np.ndarray:
         """``emb.embed(texts)``; on a background thread, in turn with the other background
         calls (a request thread goes straight to the model: the models are reentrant)."""
         if not in_background():

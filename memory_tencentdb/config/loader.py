@@ -95,8 +95,7 @@ def _field_names(loc: tuple[str, ...]) -> tuple[str, ...]:
     model: type[BaseModel] | None = Settings
     names: list[str] = []
     for part in loc:
-        name = match_field(model, part) if model is not None else None
-        if name is None:
+        if model is None or (name := match_field(model, part)) is None:
             if part.isdigit():
                 names.append(f"[{part}]")
             continue

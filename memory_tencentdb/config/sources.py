@@ -411,8 +411,7 @@ def _generic_path(segments: list[str]) -> Path_ | None:
     model: type[BaseModel] | None = FileShape
     path: list[str] = []
     for segment in segments:
-        name = match_field(model, segment) if model is not None and segment else None
-        if name is None:
+        if model is None or not segment or (name := match_field(model, segment)) is None:
             return None
         path.append(name)
         model = block_of(model.model_fields[name].annotation)

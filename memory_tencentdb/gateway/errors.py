@@ -5,6 +5,7 @@ JSON, 422 a field wrong or missing); any other exception is a 500 naming it, and
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,7 +17,7 @@ from starlette.routing import Match
 log = logging.getLogger("memory_tencentdb.gateway")
 
 
-def _describe(errors: list[dict[str, Any]]) -> str:
+def _describe(errors: Sequence[Any]) -> str:
     parts = []
     for err in errors[:10]:
         if err.get("type") == "unstorable_value":  # names its own path, nested or extra
@@ -31,7 +32,7 @@ def _describe(errors: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def _allowed(app: FastAPI, scope: dict[str, Any]) -> list[str]:
+def _allowed(app: FastAPI, scope: Mapping[str, Any]) -> list[str]:
     """The methods some route answers on this request's path (Starlette's own 405 names only
     the first matching route's, and ``/memories`` has two)."""
     return [

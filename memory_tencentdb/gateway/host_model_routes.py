@@ -75,7 +75,7 @@ def host_model_router(engine: Engine) -> APIRouter:
     return router
 
 
-def wire_policy(engine: Engine, policy: Any) -> None:
+def wire_policy(engine: Engine, policy: access.LivePolicy) -> None:
     """The host models ask the live access policy at every task: who may write a scope, and
     whether the principal still has a key (a revoked key's model serves nothing)."""
 

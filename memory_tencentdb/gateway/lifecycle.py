@@ -26,9 +26,12 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+if TYPE_CHECKING:
+    from memory_tencentdb.engine import Engine
 
 log = logging.getLogger("memory_tencentdb.gateway")
 
@@ -57,7 +60,7 @@ class _Drain:
 class Lifecycle:
     """Owns "when do we exit": drains, their cancellation, the idle timer, request activity."""
 
-    def __init__(self, engine: Any, drain_default_s: float, idle_exit_s: float | None = None):
+    def __init__(self, engine: Engine, drain_default_s: float, idle_exit_s: float | None = None):
         self.engine = engine
         self.drain_default_s = drain_default_s
         self.idle_exit_s = idle_exit_s
@@ -136,7 +139,7 @@ class Lifecycle:
         deadline = time.monotonic() + max(0.0, seconds)
         with self._watchdog:
             first = self._exit_by is None
-            if first or deadline < self._exit_by:
+            if self._exit_by is None or deadline < self._exit_by:
                 self._exit_by = deadline
             self._watchdog.notify_all()
         if first:
@@ -218,7 +221,7 @@ class Lifecycle:
 def serving_with_drain(server_cls: type, lifecycle: Lifecycle) -> type:
     """A uvicorn ``Server`` subclass whose SIGTERM/SIGINT drains first (see ``on_signal``)."""
 
-    class DrainingServer(server_cls):  # type: ignore[misc, valid-type]
+    class DrainingServer(server_cls):
         def handle_exit(self, sig: int, frame: Any) -> None:
             if lifecycle.on_signal(sig):
                 self.should_exit = True

@@ -158,6 +158,7 @@ def operations_router(engine: Engine) -> APIRouter:
                 "forgotten": [] if body.dry_run else [m["id"] for m in found],
                 "candidates": [],
             }
+        assert body.query  # neither both nor none: checked above
         try:
             result = forget.forget_query(
                 engine.store,

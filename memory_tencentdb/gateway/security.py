@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from memory_tencentdb.gateway.access import SCOPE_KEY, LivePolicy, Principal
 
@@ -68,10 +68,19 @@ def _json(status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]])
     ]
 
 
+class TokenPolicy(Protocol):
+    """What the guard asks of a policy: ``LivePolicy``, or the hub's session-aware wrapper."""
+
+    @property
+    def enforced(self) -> bool: ...
+
+    def identify(self, token: bytes) -> Principal | None: ...
+
+
 class GatewayGuard:
     def __init__(self, app: Any, policy: LivePolicy, cors_origins: list[str], max_body: int):
         self.app = app
-        self.policy = policy
+        self.policy: TokenPolicy = policy
         self.cors = list(cors_origins)
         self.max_body = max_body
         # Routes with their own limit (``/offload/assemble`` carries a whole context window).

@@ -10,14 +10,21 @@ key's principal; ``sessions.py`` holds the one-time links and sessions.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory_tencentdb.hub.gate import HubGate, cookie_name
 from memory_tencentdb.hub.routes import hub_router
 from memory_tencentdb.hub.sessions import HubSessions, SessionAwarePolicy
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
-def mount(app: Any, guard: Any, engine: Any, policy: Any) -> HubGate:
+    from memory_tencentdb.engine import Engine
+    from memory_tencentdb.gateway.access import LivePolicy
+    from memory_tencentdb.gateway.security import GatewayGuard
+
+
+def mount(app: FastAPI, guard: GatewayGuard, engine: Engine, policy: LivePolicy) -> HubGate:
     """Add the hub's routes to ``app`` and put its gate in front of ``guard``; serve the gate."""
     sessions = HubSessions(policy, cookie_name(engine.settings.server.port))
     app.include_router(hub_router(engine, sessions))

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory_tencentdb.store import hub_queries
+
+if TYPE_CHECKING:
+    from memory_tencentdb.store.db import Store
 
 TTL_S = 60.0
 MAX_SCOPES = 256
@@ -24,7 +27,7 @@ class TypeCounts:
         self._cache: dict[str, tuple[tuple[int, int], float, list[tuple[str, int, int]]]] = {}
         self._lock = threading.Lock()
 
-    def get(self, store: Any, scope: str) -> list[tuple[str, int, int]]:
+    def get(self, store: Store, scope: str) -> list[tuple[str, int, int]]:
         stamp = hub_queries.l1_fingerprint(store, scope)
         now = time.monotonic()
         with self._lock:

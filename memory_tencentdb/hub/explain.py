@@ -12,10 +12,13 @@ everything here is imported from it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb import recall as recall_service
 from memory_tencentdb.text.sanitize import clean_captured, clip_query
+
+if TYPE_CHECKING:
+    from memory_tencentdb.engine import Engine
 
 SHOWN = 20  # candidates explained per scope (the cut looks at more; these are the best)
 
@@ -61,7 +64,7 @@ def _why_cut(e: Any, about_world: bool, world: float | None) -> str:
 
 
 def _scope_candidates(
-    engine: Any, scope: str, clean: str, injected: dict[str, int], timed_out: bool = False
+    engine: Engine, scope: str, clean: str, injected: dict[str, int], timed_out: bool = False
 ) -> dict[str, Any]:
     cfg = engine.settings.memory.recall
     store, vectorizer = engine.store, engine.vectorizer
@@ -135,7 +138,7 @@ def _scope_candidates(
 
 
 def explain_recall(
-    engine: Any, query: str, scope: str, team_scopes: tuple[str, ...]
+    engine: Engine, query: str, scope: str, team_scopes: tuple[str, ...]
 ) -> dict[str, Any]:
     """The real recall answer for ``query``, with token counts of its two parts, and for each
     scope searched its candidates with a verdict (injected / over_budget / cut) and why."""

@@ -22,7 +22,7 @@ from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
 
-from memory_tencentdb.gateway.security import host_name
+from memory_tencentdb.gateway.security import GatewayGuard, host_name
 from memory_tencentdb.hub.sessions import SESSION_PREFIX, SESSION_TTL_S, HubSessions, key_digest
 
 log = logging.getLogger("memory_tencentdb.hub")
@@ -58,7 +58,7 @@ def _json(status: int, data: dict[str, Any], extra: list[tuple[bytes, bytes]] | 
 
 
 class HubGate:
-    def __init__(self, guard: Any, sessions: HubSessions) -> None:
+    def __init__(self, guard: GatewayGuard, sessions: HubSessions) -> None:
         self.guard = guard
         self.sessions = sessions
         self._files: dict[str, tuple[bytes, bytes]] = {}
@@ -224,7 +224,7 @@ class HubGate:
         if path == "/hub/api/logout":
             sid = self._cookie(raw_headers)
             session = self.sessions.get(sid) if sid else None
-            if session is not None:
+            if sid and session is not None:
                 sent = headers.get(b"x-csrf-token", b"").decode("latin-1")
                 if not self.sessions.csrf_ok(session, sent):
                     await answer(_json(403, {"error": "Forbidden: missing or wrong CSRF token"}))
@@ -259,7 +259,7 @@ class HubGate:
                 )
                 return
         else:
-            digest = key_digest(key.strip())
+            digest = key_digest(str(key).strip())  # a non-empty str: checked above
         if policy.enforced:
             who = policy.current().by_digest.get(digest)
             if who is None:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.offload.store import prefix_of
+
+if TYPE_CHECKING:
+    from memory_tencentdb.offload.service import OffloadService
 
 MAX_SESSIONS = 200  # newest first; a scope with more shows the newest 200
 
@@ -37,7 +40,7 @@ def _session_keys(root: Path) -> list[tuple[float, str]]:
     return found[:MAX_SESSIONS]
 
 
-def sessions(svc: Any, scope: str) -> dict[str, Any]:
+def sessions(svc: OffloadService, scope: str) -> dict[str, Any]:
     root = ScopeLayout.of(svc.root, scope).root
     files = svc.scope(scope).canvas_files()
     out = []

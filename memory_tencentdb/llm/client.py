@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from tenacity import (
@@ -32,6 +32,9 @@ from tenacity import (
 )
 
 from memory_tencentdb.llm.jsonparse import JSONParseError, JSONTruncated, parse_json
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import LLMSettings
 
 log = logging.getLogger("memory_tencentdb.llm")
 
@@ -112,7 +115,7 @@ class LLMClient:
         self._closed = False
 
     @classmethod
-    def from_settings(cls, llm: Any) -> LLMClient:
+    def from_settings(cls, llm: LLMSettings) -> LLMClient:
         return cls(
             base_url=llm.base_url.rstrip("/"),
             api_key=llm.api_key,

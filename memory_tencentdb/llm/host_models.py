@@ -29,10 +29,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from memory_tencentdb.llm.client import LLMClient, LLMError, Reply
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import Settings
 
 log = logging.getLogger("memory_tencentdb.llm")
 
@@ -196,7 +199,7 @@ class HostModel:
 class HostModels:
     """The handed-over endpoints by principal, and the choice of one per scope."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Settings) -> None:
         llm = settings.llm
         self.budget = Budget(int(llm.daily_call_budget), int(llm.daily_token_budget))
         # Explicitly configured llm.timeoutMs applies to host models too (tests, slow models).

@@ -65,7 +65,7 @@ def parse_json(text: str, expect: type | None = None) -> Any:
 
 
 def _first_open(text: str, expect: type | None) -> int | None:
-    opens = {list: "[", dict: "{"}.get(expect) if expect else None  # type: ignore[call-overload]
+    opens = "[" if expect is list else "{" if expect is dict else None
     positions = [text.find(c) for c in ([opens] if opens else ["[", "{"])]
     positions = [p for p in positions if p >= 0]
     return min(positions) if positions else None

@@ -26,6 +26,7 @@ the day's memory budget), or waits (issue 24):
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import re
@@ -34,7 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from memory_tencentdb.llm.host_models import HostModelClient
 from memory_tencentdb.offload import canvas
@@ -42,6 +43,8 @@ from memory_tencentdb.offload.records import OffloadRow, strip_id
 from memory_tencentdb.offload.store import Session, prefix_of, session_canvases
 
 if TYPE_CHECKING:
+    from memory_tencentdb.llm.client import LLMClient
+    from memory_tencentdb.llm.host_models import HostModels
     from memory_tencentdb.offload.service import OffloadService
 
 log = logging.getLogger("memory_tencentdb.offload")
@@ -144,7 +147,9 @@ class LLMWorker:
     """One background thread running the offload's LLM tasks with ``llm`` (the gateway's own
     client) or, when that is None, with the host model allowed for each task's scope."""
 
-    def __init__(self, svc: OffloadService, llm: Any, host_models: Any = None) -> None:
+    def __init__(
+        self, svc: OffloadService, llm: LLMClient | None, host_models: HostModels | None = None
+    ) -> None:
         self.svc, self.llm, self.host_models = svc, llm, host_models
         self._q: queue.Queue[_Job | None] = queue.Queue()
         self._pending: dict[str, int] = {"l1": 0, "l15": 0, "l2": 0}
@@ -206,10 +211,11 @@ class LLMWorker:
     def _run(self) -> None:
         last_check = time.monotonic()
         while not self._stop.is_set():
+            job: _Job | Literal[False] | None
             try:
                 job = self._q.get(timeout=RETRY_CHECK_S)
             except queue.Empty:
-                job = False
+                job = False  # no job: a turn of the retry check only
             if job is None:
                 return
             if time.monotonic() - last_check >= RETRY_CHECK_S:
@@ -271,7 +277,8 @@ class LLMWorker:
         now = time.monotonic()
         for scope in scopes:
             usable = self._client(scope) is not None
-            known = usable or bool(self.host_models.candidates(scope))
+            hosts = self.host_models
+            known = usable or bool(hosts is not None and hosts.candidates(scope))
             with self._lock:
                 q = self._deferred.pop(scope, deque())
                 again = [j for j in q if usable]
@@ -301,14 +308,14 @@ class LLMWorker:
         todo = [r.tool_call_id for r in sess.rows if r.summary_by == "rules" and r.node_id]
         for i in range(0, len(todo), L1_BATCH):
             batch = todo[i : i + L1_BATCH]
-            self._submit("l1", sess, lambda llm, b=batch: self._l1(llm, sess, b))
+            self._submit("l1", sess, functools.partial(self._l1, sess=sess, ids=batch))
 
     def judge(self, sess: Session, prompt: str) -> None:
         self._submit("l15", sess, lambda llm: self._l15(llm, sess, prompt))
 
     # ---------------------------------------------------------------- L1
 
-    def _l1(self, llm: Any, sess: Session, ids: list[str]) -> None:
+    def _l1(self, llm: LLMClient, sess: Session, ids: list[str]) -> None:
         with sess.lock:
             rows = [r for i in ids if (r := sess.row(i)) is not None and r.summary_by == "rules"]
         if not rows:
@@ -330,18 +337,18 @@ class LLMWorker:
             for item in data:
                 if not isinstance(item, dict):
                     continue
-                row = wanted.get(strip_id(str(item.get("tool_call_id") or "")))
+                hit = wanted.get(strip_id(str(item.get("tool_call_id") or "")))
                 summary = item.get("summary")
-                if row is None or not isinstance(summary, str) or not summary.strip():
+                if hit is None or not isinstance(summary, str) or not summary.strip():
                     continue
-                row.summary = " ".join(summary.split())[:400]
+                hit.summary = " ".join(summary.split())[:400]
                 call = item.get("tool_call")
                 if isinstance(call, str) and call.strip():
-                    row.tool_call = " ".join(call.split())[:300]
+                    hit.tool_call = " ".join(call.split())[:300]
                 score = item.get("score")
                 if isinstance(score, int | float) and not isinstance(score, bool):
-                    row.score = max(0, min(10, score))
-                row.summary_by = "llm"
+                    hit.score = max(0, min(10, score))
+                hit.summary_by = "llm"
                 updated += 1
             if updated:
                 sess.flush_rows()
@@ -359,7 +366,7 @@ class LLMWorker:
 
     # ---------------------------------------------------------------- L1.5
 
-    def _l15(self, llm: Any, sess: Session, prompt: str) -> None:
+    def _l15(self, llm: LLMClient, sess: Session, prompt: str) -> None:
         with sess.lock:
             active = sess.state.get("active")
             current = sess.scope.read_canvas(active)[:3000] if active else None
@@ -409,7 +416,7 @@ class LLMWorker:
 
     # ---------------------------------------------------------------- L2
 
-    def _l2(self, llm: Any, sess: Session, name: str) -> None:
+    def _l2(self, llm: LLMClient, sess: Session, name: str) -> None:
         prefix = prefix_of(name)
         with sess.scope.lock:
             before = sess.scope.read_canvas(name)
@@ -462,7 +469,7 @@ class LLMWorker:
         with sess.lock:
             for r in rows:
                 new = fixed.get(strip_id(r.tool_call_id))
-                if new is None and r.node_id not in nodes and r.node_id not in text:
+                if new is None and r.node_id and r.node_id not in nodes and r.node_id not in text:
                     new = fallback
                 if new:
                     r.node_id = new

@@ -189,7 +189,7 @@ def token_parts(raw: dict[str, Any]) -> list[str]:
     parts = [_text_of(content)]
     for c in raw.get("tool_calls") or []:
         if isinstance(c, dict):
-            fn = c.get("function") if isinstance(c.get("function"), dict) else {}
+            fn = f if isinstance(f := c.get("function"), dict) else {}
             parts += [str(fn.get("name") or ""), _args_text(fn.get("arguments", ""))]
     if isinstance(content, list):
         for b in content:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal, paging, refs
 from memory_tencentdb.offload.host_status import HostReports
@@ -55,6 +55,11 @@ from memory_tencentdb.offload.summarize import describe_call, summarize
 from memory_tencentdb.offload.tokens import TokenCounter
 from memory_tencentdb.text.redact import redact, redact_obj
 
+if TYPE_CHECKING:
+    from memory_tencentdb.config import OffloadSettings
+    from memory_tencentdb.llm.client import LLMClient
+    from memory_tencentdb.llm.host_models import HostModels
+
 log = logging.getLogger("memory_tencentdb.offload")
 
 CANVAS_SHOWN_TOKENS = 1500
@@ -72,12 +77,12 @@ EmbedProvider = Callable[[], "boundaries.Embed | None"]
 class OffloadService:
     def __init__(
         self,
-        cfg: Any,
+        cfg: OffloadSettings,
         data_dir: Path,
         tz: tzinfo,
         embed: EmbedProvider | None = None,
-        llm: Any = None,
-        host_models: Any = None,
+        llm: LLMClient | None = None,
+        host_models: HostModels | None = None,
     ) -> None:
         self.cfg = cfg
         self.tz = tz
@@ -473,12 +478,15 @@ class OffloadService:
         holds the session lock."""
         rows = [r for r in sess.rows[since:] if r.node_id]
         target = sess.state.get("active")
-        rows = [r for r in rows if not target or prefix_of(target) != r.node_id.split("-N")[0]]
+        rows = [
+            r for r in rows if not target or prefix_of(target) != (r.node_id or "").split("-N")[0]
+        ]
         if not rows:
             return 0
         by_canvas: dict[str, set[str]] = {}
         for r in rows:
-            by_canvas.setdefault(r.node_id.split("-N")[0], set()).add(r.node_id)
+            node = r.node_id or ""  # every row kept has one
+            by_canvas.setdefault(node.split("-N")[0], set()).add(node)
         with sess.scope.lock:
             for name in sess.scope.canvas_files():
                 ids = by_canvas.get(prefix_of(name))
@@ -990,7 +998,7 @@ class OffloadService:
                 key = None
             if key and key not in keys:
                 keys.append(key)
-        out = []
+        out: list[tuple[Session, OffloadRow]] = []
         for key in keys:
             sess = self.session(scope, key)
             with sess.lock:

@@ -75,7 +75,7 @@ class Scope:
         """Create ``NNN-<label>.mmd``; NNN = one past the counter and every file on disk."""
         with self.lock:
             state = read_json(self.layout.state_file, {"mmd_counter": 0})
-            on_disk = [int(_MMD.match(f).group(1)) for f in self.canvas_files()]
+            on_disk = [int(m.group(1)) for f in self.canvas_files() if (m := _MMD.match(f))]
             n = max([int(state.get("mmd_counter") or 0), *on_disk]) + 1
             name = f"{n:03d}-{canvas.slug(goal)}.mmd"
             self.write_canvas(name, canvas.new_canvas(goal, created))

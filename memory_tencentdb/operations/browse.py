@@ -142,7 +142,7 @@ def persona(data_dir: Path, scope: str) -> dict[str, Any]:
 
 def scenes(data_dir: Path, scope: str) -> dict[str, Any]:
     root = layout.scope_root(data_dir, scope)
-    items = []
+    items: list[dict[str, Any]] = []
     for path in sorted(layout.scene_dir(root).glob("*.md")):
         try:
             text = path.read_text("utf-8")

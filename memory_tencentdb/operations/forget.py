@@ -141,7 +141,8 @@ def forget_query(
     hits = retrieve(store, vectorizer, "l1", scope, " ".join(terms), strategy, depth=limit * 4)
     rows = store.l1_rows([r for r, _ in hits.ranked])
     tokens = store.indexed_tokens("l1", [r for r, _ in hits.ranked])
-    matched, candidates = [], []
+    matched: list[dict[str, Any]] = []
+    candidates: list[dict[str, Any]] = []
     for rowid, score in hits.ranked:
         row = rows.get(rowid)
         if row is None or row.status != "active":

@@ -182,12 +182,12 @@ def read_original(root: Path, default_scope: str | None = None) -> Plan:
     # L0: map original JSONL lines to record ids (vectors.db's when it can be matched).
     by_content: dict[tuple[str, int, str], str] = {}
     for rid, r in db.l0.items():
-        key = (
+        same = (
             str(r.get("session_key") or ""),
             int(r.get("timestamp") or 0),
             str(r.get("message_text") or ""),
         )
-        by_content.setdefault(key, rid)
+        by_content.setdefault(same, rid)
     link: dict[str, str] = {}  # JSONL id or vectors.db record id -> our record id
     seen: set[str] = set()
     for shard in files.shards(root / "conversations"):
@@ -196,7 +196,7 @@ def read_original(root: Path, default_scope: str | None = None) -> Plan:
             if not isinstance(content, str) or not content.strip():
                 continue
             key = str(line.get("sessionKey") or "")
-            ts = line.get("timestamp") if isinstance(line.get("timestamp"), int) else 0
+            ts = t if isinstance(t := line.get("timestamp"), int) else 0
             mid = str(line.get("id") or "")
             rid = by_content.get((key, ts, content)) or _stable_id(shard.name, n, key, mid, ts)
             if rid in seen:
@@ -244,9 +244,9 @@ def read_original(root: Path, default_scope: str | None = None) -> Plan:
     latest: dict[str, tuple[dict[str, Any], str]] = {}
     for shard in files.shards(root / "records"):
         for _, line in files.read_lines(shard):
-            rid = line.get("id") or line.get("record_id")
-            if isinstance(rid, str) and rid and isinstance(line.get("content"), str):
-                latest[rid] = (line, f"records/{shard.name}")
+            lid = line.get("id") or line.get("record_id")
+            if isinstance(lid, str) and lid and isinstance(line.get("content"), str):
+                latest[lid] = (line, f"records/{shard.name}")
     for rid, r in db.l1.items():
         if rid not in latest and str(r.get("content") or "").strip():
             latest[rid] = (

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
+from typing import Any
 
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.pipeline import layout
@@ -43,7 +44,7 @@ log = logging.getLogger("memory_tencentdb.operations")
 MIN_NEEDLE = 4  # shorter texts would match ordinary lines everywhere
 DB_SCAN_MAX_NEEDLES = 200  # the final byte scan of memory.db costs needles x its size
 PREVIEW_CHARS = 100  # a dry run shows this much of each line it would remove
-Progress = Callable[[str, int], None]  # (stage, items done) -> None
+Progress = Callable[[str, int], object]  # (stage, items done); what it returns is ignored
 Needles = list[tuple[str, bytes, bytes | None]]
 
 
@@ -163,18 +164,18 @@ def purge(
     # Every version of a forgotten id (a corrected memory has several upserts in the log).
     for shard in files.shards(data_dir / "records"):
         for _, line in files.read_lines(shard):
-            if scope_of.get(line.get("id")) == (line.get("scope") or "default") and line.get(
+            if scope_of.get(line.get("id", "")) == (line.get("scope") or "default") and line.get(
                 "content"
             ):
                 texts[scope_of[line["id"]]].add(str(line["content"]))
 
-    def forgotten_upsert(line: dict) -> bool:
-        return line.get("op", "upsert") == "upsert" and scope_of.get(line.get("id")) == (
+    def forgotten_upsert(line: dict[str, Any]) -> bool:
+        return line.get("op", "upsert") == "upsert" and scope_of.get(line.get("id", "")) == (
             line.get("scope") or "default"
         )
 
-    def forgotten_message(line: dict) -> bool:
-        return drop_l0.get(line.get("record_id")) == (line.get("scope") or "default")
+    def forgotten_message(line: dict[str, Any]) -> bool:
+        return drop_l0.get(line.get("record_id", "")) == (line.get("scope") or "default")
 
     # ---------------------------------------------------------------- the plan
     for shard in files.shards(data_dir / "records"):

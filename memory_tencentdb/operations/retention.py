@@ -16,6 +16,7 @@ explicitly). ``RetentionScheduler`` runs the pass in the gateway every ``interva
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -23,11 +24,14 @@ import threading
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.operations.purge import rewrite_jsonl
 from memory_tencentdb.store import admin, files
 from memory_tencentdb.store.db import Store
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import Settings
 
 log = logging.getLogger("memory_tencentdb.operations")
 _DAY = re.compile(r"^(\d{4}-\d{2}-\d{2})\.jsonl$")
@@ -47,18 +51,18 @@ class RetentionReport:
         return asdict(self)
 
 
-def l0_days(settings: Any) -> int:
+def l0_days(settings: Settings) -> int:
     return int(
         settings.memory.retention.l0_days or settings.memory.capture.l0l1_retention_days or 0
     )
 
 
-def offload_root(settings: Any, data_dir: Path) -> Path:
+def offload_root(settings: Settings, data_dir: Path) -> Path:
     cfg = settings.memory.offload
     return Path(cfg.data_dir).expanduser() if cfg.data_dir else Path(data_dir) / "offload"
 
 
-def run(store: Store, settings: Any, now: datetime | None = None) -> RetentionReport:
+def run(store: Store, settings: Settings, now: datetime | None = None) -> RetentionReport:
     now = now or datetime.now(UTC)
     report = RetentionReport(
         ran_at=now.isoformat(timespec="seconds"),
@@ -92,9 +96,13 @@ def _l0(store: Store, cutoff: datetime, now: datetime, report: RetentionReport) 
         before = {
             rid for _, line in files.read_lines(shard) if (rid := line.get("record_id")) in drop
         }
-        if before and rewrite_jsonl(shard, lambda line, b=before: line.get("record_id") in b):
+        if before and rewrite_jsonl(shard, functools.partial(_record_in, before)):
             safe |= before
     report.l0_deleted = admin.delete_l0(store, sorted(safe))
+
+
+def _record_in(ids: set[str], line: dict[str, Any]) -> bool:
+    return line.get("record_id") in ids
 
 
 def _offload(root: Path, cutoff: float) -> dict[str, int]:
@@ -133,7 +141,7 @@ def _offload(root: Path, cutoff: float) -> dict[str, int]:
 class RetentionScheduler:
     """Runs the retention pass in the gateway: a minute after start, then every interval."""
 
-    def __init__(self, store: Store, settings: Any) -> None:
+    def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
         self.settings = settings
         self.last: RetentionReport | None = None

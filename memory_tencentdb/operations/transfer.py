@@ -362,7 +362,7 @@ def settle_cursors(
             )
     for scope in {m.get("scope") or "default" for m in memories}:
         top = state.max_l1_rowid(store, scope)
-        st = state.get_scope(store, scope)
-        if top and st.l2_cursor < top:
+        sc = state.get_scope(store, scope)
+        if top and sc.l2_cursor < top:
             row = store.l1_rows([top]).get(top)
             state.update_scope(store, scope, l2_cursor=top, l2_cursor_id=row.id if row else "")

@@ -24,9 +24,14 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.pipeline.l1 import WINDOW_NEW, Chunk, StageFailure, next_chunk
+
+if TYPE_CHECKING:
+    from memory_tencentdb.llm.host_models import HostModelClient
+    from memory_tencentdb.pipeline.scheduler import Pipeline
+    from memory_tencentdb.store.db import Store
 
 log = logging.getLogger("memory_tencentdb.pipeline")
 
@@ -45,7 +50,7 @@ class Redo:
 class HostRedo:
     """The redo list per scope, and the model-or-rules choice for each host-model task."""
 
-    def __init__(self, pipeline: Any) -> None:
+    def __init__(self, pipeline: Pipeline) -> None:
         self.p = pipeline
         self._redo: dict[str, deque[Redo]] = {}
         self._lock = threading.Lock()
@@ -54,7 +59,7 @@ class HostRedo:
 
     # ---------------------------------------------------------------- L1
 
-    def plan(self, chunk: Chunk, scene: str, cursor: int, llm: Any) -> dict[str, Any]:
+    def plan(self, chunk: Chunk, scene: str, cursor: int, llm: HostModelClient) -> dict[str, Any]:
         """The model's plan for ``chunk``, or the rules' plan (kept for a redo) when it fails."""
         before = llm.entry.failures
         try:
@@ -193,7 +198,7 @@ class HostRedo:
         return total
 
 
-def _range_chunk(store: Any, scope: str, item: Redo) -> Chunk | None:
+def _range_chunk(store: Store, scope: str, item: Redo) -> Chunk | None:
     """The kept range as a chunk again (its later messages left out)."""
     chunk = next_chunk(store, scope, item.session_key, item.from_cursor, window=WINDOW_NEW)
     if chunk is None:

@@ -15,7 +15,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import prompts, rules
@@ -25,6 +25,9 @@ from memory_tencentdb.store.records import L0Message, Memory, memory_from_journa
 from memory_tencentdb.text import relative_dates, tokenize
 from memory_tencentdb.text.sanitize import is_noise
 from memory_tencentdb.vectorizer import Vectorizer
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import Settings
 
 log = logging.getLogger("memory_tencentdb.pipeline")
 
@@ -52,6 +55,12 @@ class Chunk:
     @property
     def to_id(self) -> str:
         return self.rows[-1].id
+
+
+def _slot(r: Slotted) -> tuple[str, str]:
+    """The slot of a memory from a list already filtered to those that have one."""
+    assert r.slot is not None
+    return r.slot
 
 
 @dataclass
@@ -120,7 +129,8 @@ def next_chunk(
     pending = store.l0_after(scope, session_key, cursor, SCAN_LIMIT)
     if not pending:
         return None
-    rows, new = [], []
+    rows: list[L0Message] = []
+    new: list[L0Message] = []
     for row in pending:
         if new and should_extract(row) and len(new) >= window:
             break
@@ -163,7 +173,7 @@ class L1Extractor:
         self,
         store: Store,
         vectorizer: Vectorizer,
-        settings: Any,
+        settings: Settings,
         tz: tzinfo,
         llm: LLMClient | None,
     ) -> None:
@@ -334,7 +344,7 @@ class L1Extractor:
                     for s in (m.get("source_message_ids") or [])
                     if isinstance(s, str) and s in back
                 ] or user_ids
-                meta_in = m.get("metadata") if isinstance(m.get("metadata"), dict) else {}
+                meta_in = mi if isinstance(mi := m.get("metadata"), dict) else {}
                 meta = {}
                 for key in ("activity_start_time", "activity_end_time"):
                     t = normalise_time(meta_in.get(key) or m.get(key), self.tz)
@@ -484,7 +494,7 @@ class L1Extractor:
             except (TypeError, ValueError):
                 priority = None
             stamps = [s for s in (d.get("merged_timestamps") or []) if isinstance(s, str) and s]
-            content = d.get("merged_content") if isinstance(d.get("merged_content"), str) else ""
+            content = mc if isinstance(mc := d.get("merged_content"), str) else ""
             decisions.append(
                 Decision(
                     item,
@@ -539,7 +549,7 @@ class L1Extractor:
             if item.switch_to:
                 target = self._switch_target(chunk, item, pool)
                 if target is not None:
-                    subject, old_value = target.slot
+                    subject, old_value = _slot(target)
                     d.action, d.targets = "update", [target.id]
                     d.content = _replace_value(target.content, old_value, item.switch_to)
                     d.slot = (subject, item.switch_to)
@@ -552,7 +562,7 @@ class L1Extractor:
                     and r.id not in d.targets
                     and rules.same_subject(r.slot[0], item.slot[0])
                 ]
-                if any(rules.normalise(r.slot[1]) == rules.normalise(item.slot[1]) for r in same):
+                if any(rules.normalise(_slot(r)[1]) == rules.normalise(item.slot[1]) for r in same):
                     decisions.append(Decision(item, "skip"))
                     continue
                 if same:
@@ -560,11 +570,11 @@ class L1Extractor:
             if not d.targets and rules.is_change(item.content):
                 # A new rule for the assistant replaces an old one only when it names it.
                 least = 2 if item.metadata.get("rule") == "rule" else 1
-                target = _changed_memory(item.content, pool, least) or self._closest_changed(
+                changed = _changed_memory(item.content, pool, least) or self._closest_changed(
                     chunk.scope, item.content
                 )
-                if target is not None:
-                    d.action, d.targets = "update", [target.id]
+                if changed is not None:
+                    d.action, d.targets = "update", [changed.id]
             if rules.normalise(d.content or item.content) in seen:
                 decisions.append(Decision(item, "skip"))
                 continue
@@ -621,12 +631,12 @@ class L1Extractor:
             and rules.value_kind(r.slot[1]) == kind
         ]
         if item.slot and item.slot[0]:
-            options = [r for r in options if rules.same_subject(r.slot[0], item.slot[0])]
+            options = [r for r in options if rules.same_subject(_slot(r)[0], item.slot[0])]
         if item.switch_from:
             named = [
                 r
                 for r in options
-                if rules.normalise(item.switch_from) in rules.normalise(r.slot[1])
+                if rules.normalise(item.switch_from) in rules.normalise(_slot(r)[1])
             ]
             options = named or options
         if not options:

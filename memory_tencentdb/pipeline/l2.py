@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import layout, prompts, rules, state
@@ -22,6 +22,9 @@ from memory_tencentdb.pipeline.l1 import StageFailure
 from memory_tencentdb.pipeline.scenes import MAX_BODY_CHARS, ActionError, SceneStore
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.records import Memory
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import Settings
 
 log = logging.getLogger("memory_tencentdb.pipeline")
 
@@ -37,7 +40,7 @@ class L2Result:
 
 
 class L2Runner:
-    def __init__(self, store: Store, settings: Any, tz: tzinfo, llm: LLMClient | None) -> None:
+    def __init__(self, store: Store, settings: Settings, tz: tzinfo, llm: LLMClient | None) -> None:
         self.store = store
         self.settings = settings
         self.tz = tz

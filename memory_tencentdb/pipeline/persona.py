@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import layout, prompts, rules, state
@@ -33,6 +33,9 @@ from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.files import write_atomic
 from memory_tencentdb.store.records import ScopeState
 from memory_tencentdb.text.sanitize import escape_tags
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import Settings
 
 log = logging.getLogger("memory_tencentdb.pipeline")
 
@@ -74,7 +77,7 @@ def trigger(st: ScopeState, ss: SceneStore, every_n: int, llm: bool = True) -> s
 
 
 class PersonaRunner:
-    def __init__(self, store: Store, settings: Any, llm: LLMClient | None) -> None:
+    def __init__(self, store: Store, settings: Settings, llm: LLMClient | None) -> None:
         self.store = store
         self.settings = settings
         self.llm = llm

@@ -342,7 +342,7 @@ class SceneStore:
 def _body(action: dict[str, Any]) -> str:
     body = action.get("body")
     if not isinstance(body, str):
-        body = action.get("content") if isinstance(action.get("content"), str) else ""
+        body = c if isinstance(c := action.get("content"), str) else ""
     body = body.strip()
     if META_END in body:  # the model wrote a whole file: keep only its body
         body = body.split(META_END, 1)[1].strip()

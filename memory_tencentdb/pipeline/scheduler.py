@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.llm import LLMClient
 from memory_tencentdb.pipeline import state
@@ -40,6 +40,9 @@ from memory_tencentdb.pipeline.persona import PersonaRunner
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.records import L0Message, ScopeState, SessionBacklog, SessionState
 from memory_tencentdb.vectorizer import Vectorizer, mark_background
+
+if TYPE_CHECKING:
+    from memory_tencentdb.config import Settings
 
 log = logging.getLogger("memory_tencentdb.pipeline")
 
@@ -133,7 +136,9 @@ def _now_iso() -> str:
 
 
 class Pipeline:
-    def __init__(self, store: Store, vectorizer: Vectorizer, settings: Any, tz: tzinfo) -> None:
+    def __init__(
+        self, store: Store, vectorizer: Vectorizer, settings: Settings, tz: tzinfo
+    ) -> None:
         self.store = store
         self.vectorizer = vectorizer
         self.settings = settings

@@ -58,7 +58,8 @@ def list_memories(
     before_seq: int | None = None,
 ) -> list[Memory]:
     """Memories newest first (by sequence number); ``before_seq`` continues a previous page."""
-    where, params = ["1 = 1"], []  # a bare 1 is no boolean to PostgreSQL
+    where: list[str] = ["1 = 1"]  # a bare 1 is no boolean to PostgreSQL
+    params: list[str | int] = []
     if scope is not None:
         where.append("scope = ?")
         params.append(scope)
@@ -131,7 +132,7 @@ def history_ids(store: Store, ids: list[str]) -> list[str]:
 
 def count_versions(store: Store, memory_id: str) -> int:
     """How many stored older versions a memory has (for naming the next one)."""
-    return (
+    return int(
         store.reader()
         .execute("SELECT count(*) FROM l1_memories WHERE id LIKE ?", (f"{memory_id}.v%",))
         .fetchone()[0]
@@ -226,7 +227,7 @@ def memory_fingerprint(store: Store, memory_id: str) -> tuple[str, str, str] | N
         .execute("SELECT content, status, updated_at FROM l1_memories WHERE id = ?", (memory_id,))
         .fetchone()
     )
-    return tuple(row) if row else None  # type: ignore[return-value]
+    return (row[0], row[1], row[2]) if row else None
 
 
 def cited_l0_ids(store: Store) -> set[str]:
@@ -248,9 +249,9 @@ def delete_orphan_vectors(store: Store) -> int:
             " (SELECT text_hash FROM l1_memories WHERE status != 'deleted'))"
             " OR (layer = 'l0' AND text_hash NOT IN (SELECT text_hash FROM l0_messages))"
         )
-        return cur.rowcount
+        return int(cur.rowcount)
 
-    return store._transaction(write)
+    return int(store._transaction(write))
 
 
 def vacuum(store: Store) -> None:

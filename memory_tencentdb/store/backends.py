@@ -12,21 +12,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.errors import StoreUnavailable
 
+if TYPE_CHECKING:
+    from memory_tencentdb.config import Settings
+
 __all__ = ["BACKENDS", "StoreUnavailable", "open_store"]
 
-Opener = Callable[[Path, tzinfo, Any], Store]
+Opener = Callable[[Path, tzinfo, "Settings"], Store]
 
 
-def _open_sqlite(data_dir: Path, tz: tzinfo, settings: Any) -> Store:
+def _open_sqlite(data_dir: Path, tz: tzinfo, settings: Settings) -> Store:
     return Store(data_dir, tz)
 
 
-def _open_postgres(data_dir: Path, tz: tzinfo, settings: Any) -> Store:
+def _open_postgres(data_dir: Path, tz: tzinfo, settings: Settings) -> Store:
     # Imported here: psycopg is an optional dependency (``memory-tencentdb[postgres]``).
     from memory_tencentdb.store.postgres import PostgresStore
 
@@ -36,9 +39,9 @@ def _open_postgres(data_dir: Path, tz: tzinfo, settings: Any) -> Store:
 BACKENDS: dict[str, Opener] = {"sqlite": _open_sqlite, "postgres": _open_postgres}
 
 
-def open_store(settings: Any, tz: tzinfo, data_dir: Path | None = None) -> Store:
+def open_store(settings: Settings, tz: tzinfo, data_dir: Path | None = None) -> Store:
     """The store ``settings.store_backend`` names, over ``data_dir`` (default: the settings')."""
-    name = getattr(settings, "store_backend", "sqlite") or "sqlite"
+    name = settings.store_backend or "sqlite"
     try:
         opener = BACKENDS[name]
     except KeyError:

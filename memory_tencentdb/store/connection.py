@@ -46,7 +46,8 @@ class Binding:
     @property
     def Error(self) -> type[Exception]:  # noqa: N802 - mirrors DB-API naming
         """Catch this, not ``sqlite3.Error``: sqlean's exceptions are distinct classes."""
-        return self.module.Error
+        error: type[Exception] = self.module.Error
+        return error
 
 
 _binding: Binding | None = None

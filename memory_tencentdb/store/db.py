@@ -15,11 +15,11 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from memory_tencentdb.text.embedding_text import hash_input, l0_text
 from memory_tencentdb.text.redact import redact, redact_obj
 
 log = logging.getLogger("memory_tencentdb.store")
+_T = TypeVar("_T")
 
 L1_TYPES = ("persona", "episodic", "instruction")
 # Keyword search ranks the index's best ``k * KEYWORD_OVERFETCH`` (at least the minimum) across
@@ -261,7 +262,7 @@ class Store(PipelineTables):
     def _rollback(self) -> None:
         self.writer.execute("ROLLBACK")
 
-    def _transaction(self, fn: Any) -> Any:
+    def _transaction(self, fn: Callable[[Any], _T]) -> _T:
         """Run ``fn(writer_connection)`` in a transaction (or in the caller's, if one is open)."""
         with self.transaction():
             return fn(self.writer)
@@ -327,7 +328,9 @@ class Store(PipelineTables):
         return ids
 
     @staticmethod
-    def _l0_params(rows: list[dict[str, Any]], rel_file: str) -> tuple[list[tuple], list[str]]:
+    def _l0_params(
+        rows: list[dict[str, Any]], rel_file: str
+    ) -> tuple[list[tuple[Any, ...]], list[str]]:
         """The column values of JSONL L0 lines, and their keyword-index tokens."""
         params = []
         toks = []
@@ -408,8 +411,8 @@ class Store(PipelineTables):
     def count(self, table: str, scope: str | None = None) -> int:
         assert table in ("l0_messages", "l1_memories")
         if scope is None:
-            return self.reader().execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        return (
+            return int(self.reader().execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        return int(
             self.reader()
             .execute(f"SELECT count(*) FROM {table} WHERE scope = ?", (scope,))
             .fetchone()[0]
@@ -549,7 +552,7 @@ class Store(PipelineTables):
             )
             if line["status"] != "active":
                 conn.execute("DELETE FROM l1_fts WHERE rowid = ?", (row[0],))
-            return row[0]
+            return int(row[0])
 
         rowid = self._transaction(write)
         if rowid is not None and line["status"] != "active":
@@ -751,7 +754,7 @@ class Store(PipelineTables):
             where = " AND m.rowid > ?"
             params.append(after)
         params.append(limit)
-        return (
+        rows: list[tuple[int, str, str, str]] = (
             self.reader()
             .execute(
                 f"SELECT m.rowid, m.scope, m.text_hash, {text}"
@@ -760,6 +763,7 @@ class Store(PipelineTables):
             )
             .fetchall()
         )
+        return rows
 
     def count_missing_vectors(self, layer: str, model: str) -> int:
         """How many rows of ``layer`` have no vector for ``model`` (what a start-up scan of
@@ -819,14 +823,15 @@ class Store(PipelineTables):
                     with self.write_lock:
                         self.writer.execute(f"DROP TABLE IF EXISTS {vec0_table_name(layer, model)}")
             if backend == "vec0" and self.binding.vec_available:
-                index: VectorIndex = Vec0Index(
+                vec0 = Vec0Index(
                     self.writer, self.reader, self.write_lock, vec0_table_name(layer, model), dim
                 )
+                index: VectorIndex = vec0
                 expected = self._count_with_vectors(layer, model)
                 if len(index) != expected:
-                    log.info("rebuilding %s (%d of %d rows)", index.table, len(index), expected)
+                    log.info("rebuilding %s (%d of %d rows)", vec0.table, len(index), expected)
                     with self.write_lock:
-                        self.writer.execute(f"DELETE FROM {index.table}")
+                        self.writer.execute(f"DELETE FROM {vec0.table}")
                     for batch in self._vectors_of(layer, model, dim):
                         index.add(batch)
             else:
@@ -853,7 +858,7 @@ class Store(PipelineTables):
     def _count_with_vectors(self, layer: str, model: str) -> int:
         table = "l1_memories" if layer == "l1" else "l0_messages"
         status = " AND m.status = 'active'" if layer == "l1" else ""
-        return (
+        return int(
             self.reader()
             .execute(
                 f"SELECT count(*) FROM {table} m JOIN vectors v ON v.model = ? AND v.layer = ?"
@@ -863,7 +868,9 @@ class Store(PipelineTables):
             .fetchone()[0]
         )
 
-    def _vectors_of(self, layer: str, model: str, dim: int, batch: int = 5000):
+    def _vectors_of(
+        self, layer: str, model: str, dim: int, batch: int = 5000
+    ) -> Iterator[list[tuple[int, str, np.ndarray]]]:
         """``[(rowid, scope, vector)]`` batches for every live row of ``layer`` with a vector.
 
         Joined in Python: reading the model's vectors in one pass and looking their rows up in

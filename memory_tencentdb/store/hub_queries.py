@@ -38,7 +38,8 @@ def memories_page(
     limit: int,
 ) -> list[Memory]:
     """Active memories of a scope, newest first, optionally of one type, scene or priority up."""
-    where, params = ["scope = ?", "status = 'active'"], [scope]
+    where = ["scope = ?", "status = 'active'"]
+    params: list[str | int] = [scope]
     if type_:
         where.append("type = ?")
         params.append(type_)

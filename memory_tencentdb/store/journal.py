@@ -19,9 +19,12 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.store import files
+
+if TYPE_CHECKING:  # db imports this module
+    from memory_tencentdb.store.db import Store
 
 log = logging.getLogger("memory_tencentdb.store")
 
@@ -143,7 +146,7 @@ class JournalReport:
         return bool(self.reindexed_l0 or self.reindexed_l1 or self.torn_tails or self.bad.count)
 
 
-def index_l0_batch(store: Any, rows: list[dict[str, Any]], rel: str) -> int:
+def index_l0_batch(store: Store, rows: list[dict[str, Any]], rel: str) -> int:
     """Index good L0 lines; a batch that fails is retried line by line. Returns rows added."""
     try:
         return len(store.index_l0_lines(rows, rel))
@@ -157,14 +160,14 @@ def index_l0_batch(store: Any, rows: list[dict[str, Any]], rel: str) -> int:
         return added
 
 
-def apply_l1(store: Any, line: dict[str, Any], rel: str) -> None:
+def apply_l1(store: Store, line: dict[str, Any], rel: str) -> None:
     if line.get("op", "upsert") == "status":
         store.apply_status_line(line)
     else:
         store.index_l1_line(line, rel)
 
 
-def _verified(store: Any, rel: str, path: Path) -> int:
+def _verified(store: Store, rel: str, path: Path) -> int:
     """Offset up to which this file was verified last time (0 when unknown or rewritten)."""
     raw = store.get_meta(f"journal:{rel}")
     if not raw:
@@ -177,7 +180,7 @@ def _verified(store: Any, rel: str, path: Path) -> int:
     return offset if st.st_ino == ino and offset <= st.st_size else 0
 
 
-def _l1_stale(store: Any, line: dict[str, Any]) -> bool:
+def _l1_stale(store: Store, line: dict[str, Any]) -> bool:
     """Whether the index lacks what this L1 line says (checked in file order)."""
     row = store.memory_by_id(line["id"])
     if line.get("op", "upsert") == "status":
@@ -189,7 +192,7 @@ def _l1_stale(store: Any, line: dict[str, Any]) -> bool:
     return str(line.get("updated_at") or "") > row.updated_at
 
 
-def check_journal(store: Any, database_was_new: bool = False) -> JournalReport:
+def check_journal(store: Store, database_was_new: bool = False) -> JournalReport:
     """Repair torn tails and index what the journal has and the index lacks (see module doc)."""
     started = time.monotonic()
     report = JournalReport(database_was_new=database_was_new)
@@ -249,7 +252,7 @@ def check_journal(store: Any, database_was_new: bool = False) -> JournalReport:
     return report
 
 
-def _missing_l0(store: Any, lines: list[dict[str, Any]], rel: str) -> int:
+def _missing_l0(store: Store, lines: list[dict[str, Any]], rel: str) -> int:
     ids = [line["record_id"] for line in lines]
     marks = ",".join("?" * len(ids))
     have = {

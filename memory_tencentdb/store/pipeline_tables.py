@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memory_tencentdb.store.records import (
     L0_SELECT,
@@ -28,6 +28,8 @@ from memory_tencentdb.store.records import (
     scope_from_row,
     session_from_row,
 )
+
+_T = TypeVar("_T")
 
 _SESSION_SELECT = ", ".join(SESSION_COLUMNS)
 _SCOPE_SELECT = ", ".join(SCOPE_COLUMNS)
@@ -51,8 +53,11 @@ class PipelineTables:
     _insert_ignore = "INSERT OR IGNORE INTO"
     _ignore_tail = ""
 
-    reader: Callable[[], Any]
-    _transaction: Callable[[Callable[[Any], Any]], Any]
+    if TYPE_CHECKING:  # provided by the store class that mixes this in
+
+        def reader(self) -> Any: ...
+        def _transaction(self, fn: Callable[[Any], _T]) -> _T: ...
+        def l1_rows(self, seqs: Iterable[int]) -> dict[int, Memory]: ...
 
     # ----------------------------------------------------------------- state rows
 
@@ -215,7 +220,7 @@ class PipelineTables:
         return [l0_from_row(r) for r in cur.fetchall()]
 
     def count_l0_between(self, scope: str, session_key: str, after_seq: int, upto: int) -> int:
-        return (
+        return int(
             self.reader()
             .execute(
                 "SELECT count(*) FROM l0_messages WHERE scope = ? AND session_key = ?"
@@ -279,11 +284,11 @@ class PipelineTables:
             )
             .fetchall()
         ]
-        rows = self.l1_rows(seqs)  # type: ignore[attr-defined]
+        rows = self.l1_rows(seqs)
         return [rows[r] for r in seqs if r in rows]
 
     def count_l1_after(self, scope: str, after_seq: int) -> int:
-        return (
+        return int(
             self.reader()
             .execute(
                 "SELECT count(*) FROM l1_memories WHERE scope = ? AND rowid > ? AND status = 'active'",
@@ -311,7 +316,7 @@ class PipelineTables:
             )
             .fetchall()
         ]
-        rows = self.l1_rows(seqs)  # type: ignore[attr-defined]
+        rows = self.l1_rows(seqs)
         return [rows[r] for r in seqs if r in rows]
 
     def recent_slot_memories(self, scope: str, limit: int) -> list[Memory]:
@@ -326,7 +331,7 @@ class PipelineTables:
             )
             .fetchall()
         ]
-        rows = self.l1_rows(seqs)  # type: ignore[attr-defined]
+        rows = self.l1_rows(seqs)
         return [rows[r] for r in seqs if r in rows]
 
     # ----------------------------------------------------------------- after a rebuild

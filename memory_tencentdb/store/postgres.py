@@ -27,7 +27,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import tzinfo
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from memory_tencentdb.store.db import Store, keeps_index_entry, now_iso
 from memory_tencentdb.store.errors import StoreUnavailable
 from memory_tencentdb.store.pg_migrations import migrate
 from memory_tencentdb.store.pg_vector import EF_SEARCH, PgVectorIndex, pg_vector_table
-from memory_tencentdb.store.records import KeywordHit
+from memory_tencentdb.store.records import KeywordHit, L0Message
 from memory_tencentdb.store.vector_index import VectorIndex
 from memory_tencentdb.text import tokenize
 
@@ -101,7 +101,7 @@ class _ReaderPool:
     ``max_connections``. A statement that finds every connection busy waits for one.
     """
 
-    def __init__(self, connect: Any, size: int) -> None:
+    def __init__(self, connect: Callable[[], _Conn], size: int) -> None:
         self._connect = connect
         self.size = size
         self._idle: list[_Conn] = []
@@ -428,9 +428,7 @@ class PostgresStore(Store):
         if row is not None and status != "active":
             self._drop_from_indexes("l1", [int(row[0])])
 
-    def l0_after(
-        self, scope: str, session_key: str, after_seq: int, limit: int
-    ) -> list[dict[str, Any]]:
+    def l0_after(self, scope: str, session_key: str, after_seq: int, limit: int) -> list[L0Message]:
         """As on SQLite, but never past a message another gateway has numbered and not yet
         committed: sequence numbers are handed out before commit, so a cursor moved past a
         later-numbered row that committed first would skip the earlier one for good. Captures
@@ -464,7 +462,8 @@ class PostgresStore(Store):
         if not idf:
             return []
         table = "l1_memories" if layer == "l1" else "l0_messages"
-        extra, params = "", [query, scope]
+        extra = ""
+        params: list[Any] = [query, scope]
         if layer == "l1":
             extra = " AND m.status = 'active'"
         if session_key:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
+from typing import Any
 
 from memory_tencentdb.store import files, journal
 from memory_tencentdb.store.db import Store
@@ -55,7 +56,7 @@ def reindex(data_dir: Path, tz: tzinfo, tick: Callable[[int], None] | None = Non
                     report.torn_tails += 1
         for shard in files.shards(data_dir / "conversations"):
             rel = f"conversations/{shard.name}"
-            batch = []
+            batch: list[dict[str, Any]] = []
             for n, line, problem, _ in files.scan_lines(shard):
                 if line is not None and journal.original_format(line):
                     report.l0_foreign += 1
@@ -64,6 +65,7 @@ def reindex(data_dir: Path, tz: tzinfo, tick: Callable[[int], None] | None = Non
                 if problem:
                     report.bad.add(rel, n, problem)
                     continue
+                assert line is not None  # l0_problem({}) names the missing record_id
                 batch.append(line)
                 if len(batch) >= 1000:
                     report.l0_messages += journal.index_l0_batch(new, batch, rel)
@@ -119,7 +121,7 @@ def _copy_vectors(new: Store, old_db: Path) -> int:
                     "INSERT OR IGNORE INTO vectors (model, layer, text_hash, dim, vector)"
                     " SELECT model, layer, text_hash, dim, vector FROM old.vectors"
                 )
-                return cur.rowcount
+                return int(cur.rowcount)
             finally:
                 new.writer.execute("DETACH DATABASE old")
     except new.binding.Error as e:

@@ -425,7 +425,7 @@ class Vec0Index:
             )
 
     def __len__(self) -> int:
-        return self._reader().execute(f"SELECT count(*) FROM {self.table}").fetchone()[0]
+        return int(self._reader().execute(f"SELECT count(*) FROM {self.table}").fetchone()[0])
 
     def add(self, items: list[tuple[int, str, np.ndarray]]) -> None:
         if not items:

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from memory_tencentdb.config import load_settings
+from memory_tencentdb.config import Settings, load_settings
 from memory_tencentdb.ownership import DataDirLock, DataDirLocked, client_token, describe_holder
 
 
@@ -63,7 +63,7 @@ SCOPE_HELP = (
 )
 
 
-def lock_or_none(settings: Any, command: str, **info: Any) -> DataDirLock | None:
+def lock_or_none(settings: Settings, command: str, **info: Any) -> DataDirLock | None:
     """Take the data directory's lock, or say who holds it (on stderr) and return None."""
     try:
         return DataDirLock(settings.data_dir).acquire(command=command, **info)
@@ -105,7 +105,7 @@ def _describe_answer(r: Any) -> str:
     return f"HTTP {r.status_code}, {kind}"
 
 
-def not_our_gateway(settings: Any, r: Any, what: str = "") -> NotOurGateway:
+def not_our_gateway(settings: Settings, r: Any, what: str = "") -> NotOurGateway:
     return NotOurGateway(
         f"something answers on {settings.server.host}:{settings.server.port} but it is not a"
         f" memory-tencentdb gateway ({what or _describe_answer(r)}); is another program using"
@@ -113,7 +113,7 @@ def not_our_gateway(settings: Any, r: Any, what: str = "") -> NotOurGateway:
     )
 
 
-def json_of(settings: Any, r: Any) -> Any:
+def json_of(settings: Settings, r: Any) -> Any:
     """The JSON body of a gateway answer; ``NotOurGateway`` when it is not JSON (every answer
     of ours is, errors included)."""
     try:
@@ -123,7 +123,7 @@ def json_of(settings: Any, r: Any) -> Any:
 
 
 @contextlib.contextmanager
-def gateway_client(settings: Any) -> Iterator[Any]:
+def gateway_client(settings: Settings) -> Iterator[Any]:
     """An HTTP client for the gateway (``with gateway_client(s) as c``), after checking that what
     answers on its address is one: ``GET /health`` must have our shape (its body is kept as
     ``c.health``). Connection errors are raised as ``httpx.HTTPError`` (each command says "not
@@ -142,5 +142,5 @@ def gateway_client(settings: Any) -> Iterator[Any]:
             raise not_our_gateway(
                 settings, r, f"{_describe_answer(r)}, /health without a gateway's fields"
             )
-        client.health = body
+        client.health = body  # type: ignore[attr-defined]  # the checked /health body, for callers
         yield client

@@ -208,7 +208,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            f"pid {holder['pid']} does not answer and has not exited (frozen or stopped?): it"
+            f"pid {(holder or {}).get('pid')} does not answer and has not exited (frozen or stopped?): it"
             " drains when it runs again; check `memory-tencentdb logs`, or kill it yourself",
             file=sys.stderr,
         )

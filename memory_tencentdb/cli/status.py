@@ -18,7 +18,7 @@ from memory_tencentdb.cli.common import (
     not_our_gateway,
     settings_for,
 )
-from memory_tencentdb.config import redacted
+from memory_tencentdb.config import Settings, redacted
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -96,7 +96,7 @@ def _bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -122,7 +122,7 @@ def layer_sizes(data_dir: Path) -> dict[str, int]:
     }
 
 
-def print_layers(settings: Any, health: dict[str, Any]) -> None:
+def print_layers(settings: Settings, health: dict[str, Any]) -> None:
     """``status``: rows and bytes per layer (read from the data directory), redaction, retention."""
     data_dir = Path(settings.data_dir)
     if not data_dir.is_dir():

@@ -179,6 +179,27 @@ def test_store_returns_memories_with_the_api_names(store: Store, tmp_path: Path)
     assert "seq" not in public and "text_hash" not in public and "rowid" not in public
 
 
+def test_memories_with_empty_lists_and_contents_alone(store: Store):
+    """A memory with no sources, metadata or timestamps reads back with fresh empty ones (built,
+    not parsed: one read's list is never another's), and ``l1_contents`` gives the contents
+    alone, of the rows that exist, in both languages."""
+    zh = store.write_memory(Memory(id="m_zh", scope="s1", content="用户对花生过敏"))
+    en = store.write_memory(
+        Memory(id="m_en", scope="s1", content="The user loves green tea", metadata={"k": "v"})
+    )
+    a, b = store.l1_rows([zh.seq])[zh.seq], store.memory_by_id("m_zh")
+    assert a == b == zh
+    assert (a.source_message_ids, a.metadata, a.timestamps) == ([], {}, [])
+    assert a.metadata is not b.metadata and a.source_message_ids is not b.source_message_ids
+    assert store.l1_rows([en.seq])[en.seq].metadata == {"k": "v"}
+    missing = max(zh.seq, en.seq) + 100
+    assert store.l1_contents([en.seq, zh.seq, missing]) == {
+        zh.seq: "用户对花生过敏",
+        en.seq: "The user loves green tea",
+    }
+    assert store.l1_contents([]) == {}
+
+
 def _as_kwargs(m: Memory) -> dict:
     return {f.name: getattr(m, f.name) for f in fields(Memory)}
 

@@ -572,6 +572,23 @@ class Store(PipelineTables):
                 out[m.seq] = m
         return out
 
+    def l1_contents(self, seqs: Iterable[int]) -> dict[int, str]:
+        """Memories' content by sequence number (those that exist): what telling a memory's
+        language needs, without reading and decoding whole rows. ``l1_rows`` of the ~120
+        candidates of a hybrid recall at 10k was ~1.1 of the ~1.4 ms CPU the other-language
+        test (``retrieval._other_language``) added per recall; this read ~0.2 ms
+        (bench/recall_profile.py, RESULTS.md session 12)."""
+        out: dict[int, str] = {}
+        for chunk in self._chunks(list(seqs)):
+            marks = ",".join("?" * len(chunk))
+            for rowid, content in (
+                self.reader()
+                .execute(f"SELECT rowid, content FROM l1_memories WHERE rowid IN ({marks})", chunk)
+                .fetchall()
+            ):
+                out[int(rowid)] = content
+        return out
+
     def memory_by_id(self, memory_id: str) -> Memory | None:
         row = (
             self.reader()

@@ -1,14 +1,15 @@
-"""Bad input gets a clear 4xx naming the problem, and never disturbs what is stored."""
+"""Bad input gets a clear 4xx naming the problem, and never disturbs what is stored.
+
+Through the real routes of the gateway app, in process (``app_gateway``); what needs a real
+process (a bad configuration stopping ``serve``) is in ``test_gateway_lifecycle.py``.
+"""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import httpx
 import pytest
 
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.inprocess import InProcessGateway
 
 pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
 
@@ -30,8 +31,8 @@ def _state(c: httpx.Client, scope: str) -> tuple:
 
 
 @pytest.fixture
-def seeded(shared_gateway: GatewayProcess, scope: str):
-    with shared_gateway.client() as c:
+def seeded(app_gateway: InProcessGateway, scope: str):
+    with app_gateway.client() as c:
         c.post(
             "/memories",
             json={
@@ -52,7 +53,7 @@ def seeded(shared_gateway: GatewayProcess, scope: str):
         )
         # The seeded rows embed in the background; the state compared must not move because
         # the embedder caught up (seen on PostgreSQL: the reply joined the hybrid hits later).
-        shared_gateway.wait_embedded()
+        app_gateway.wait_embedded()
         before = _state(c, scope)
         yield c, before
         assert _state(c, scope) == before
@@ -161,15 +162,15 @@ def test_unknown_routes_and_methods(seeded):
     assert r.status_code == 405 and "error" in r.json()
 
 
-def test_openapi_lists_routes(shared_gateway: GatewayProcess):
-    with shared_gateway.client() as c:
+def test_openapi_lists_routes(app_gateway: InProcessGateway):
+    with app_gateway.client() as c:
         spec = c.get("/openapi.json").json()
     for route in [*ROUTES, "/health", "/seed", "/memories/{memory_id}"]:
         assert route in spec["paths"], route
 
 
-def test_seed_validates_and_writes_a_separate_dir(shared_gateway: GatewayProcess, scope: str):
-    with shared_gateway.client() as c:
+def test_seed_validates_and_writes_a_separate_dir(app_gateway: InProcessGateway, scope: str):
+    with app_gateway.client() as c:
         bad = c.post(
             "/seed",
             json={
@@ -204,28 +205,4 @@ def test_seed_validates_and_writes_a_separate_dir(shared_gateway: GatewayProcess
     body = good.json()
     assert (body["sessions_processed"], body["rounds_processed"], body["l0_recorded"]) == (1, 2, 4)
     out = body["output_dir"]
-    assert out.startswith(str(shared_gateway.data_dir)) and "seed-" in out
-
-
-def test_bad_config_stops_startup_naming_the_field(tmp_path):
-    gw = GatewayProcess(tmp_path / "d", env={"TDAI_MEMORY__RECALL__MAX_RESULTS": "lots"})
-    done = subprocess.run(
-        [sys.executable, "-m", "memory_tencentdb", "serve"],
-        env=gw.env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert "memory.recall.maxResults" in done.stderr
-    assert "TDAI_MEMORY__RECALL__MAX_RESULTS" in done.stderr
-
-    (tmp_path / "tdai-gateway.yaml").write_text("server:\n  port: [oops\n", "utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "memory_tencentdb", "serve", "--port", str(free_port())],
-        env={**gw.env(), "TDAI_GATEWAY_CONFIG": str(tmp_path / "tdai-gateway.yaml")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2 and "tdai-gateway.yaml" in done.stderr
+    assert out.startswith(str(app_gateway.data_dir)) and "seed-" in out

@@ -76,17 +76,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
     )
 
 
-@pytest.fixture(scope="session")
-def _inprocess_models() -> Iterator[None]:
-    """In-process gateways of this session share their loaded embedding models."""
-    with inprocess.shared_embedders():
-        yield
-
-
 @pytest.fixture(scope="module")
-def app_gateway(
-    tmp_path_factory: pytest.TempPathFactory, _inprocess_models: None
-) -> Iterator[InProcessGateway]:
+def app_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessGateway]:
     """One in-process gateway app (embedded default) for a whole module; tests isolate by scope.
     For route checks: shapes, bad input, auth and status codes."""
     gw = InProcessGateway(tmp_path_factory.mktemp("app") / "data").start()
@@ -95,9 +86,7 @@ def app_gateway(
 
 
 @pytest.fixture
-def start_app_gateway(
-    tmp_path: Path, _inprocess_models: None
-) -> Iterator[Callable[..., InProcessGateway]]:
+def start_app_gateway(tmp_path: Path) -> Iterator[Callable[..., InProcessGateway]]:
     """Factory: ``start_app_gateway(env={...})`` builds an in-process gateway with that
     configuration; all are stopped at teardown."""
     started: list[InProcessGateway] = []

@@ -1,5 +1,5 @@
 """Issue 21, the core: the task stays in the context, tasks split, canvases belong to their
-session, and /offload/assemble scales. All over HTTP against one real gateway process.
+session, and /offload/assemble scales. All through one gateway's routes (in process).
 
 - No level (mild, aggressive, emergency) removes or truncates the host's system prompt or the
   turn's request (the newest user message, also while the turn's tool calls go on); the canvas
@@ -25,15 +25,15 @@ import httpx
 import pytest
 
 from tests.support.agent_sessions import load_sessions
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 
 MAX_MESSAGES = 20_000
 CANVAS = "<current_task_context"
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    g = GatewayProcess(
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessGateway]:
+    g = InProcessGateway(
         tmp_path_factory.mktemp("task-stays") / "data",
         env={"TDAI_MEMORY__OFFLOAD__ASSEMBLE_MAX_MESSAGES": str(MAX_MESSAGES)},
     ).start()
@@ -42,7 +42,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
 
 
 @pytest.fixture
-def client(gw: GatewayProcess) -> Iterator[httpx.Client]:
+def client(gw: InProcessGateway) -> Iterator[httpx.Client]:
     with gw.client(timeout=120) as c:
         yield c
 

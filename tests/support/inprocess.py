@@ -13,7 +13,7 @@ What stays with ``tests/support/gateway.py`` (a real process): start-up and shut
 restart, durability across processes, concurrency and hostile input that must not block a real
 server, the ``serve`` command itself, and the real hosts.
 
-The embedding models load once per test session: ``shared_embedders`` hands every in-process
+The embedding models load once per test session: ``share_embedders`` hands every in-process
 engine the same loaded embedders for the same configuration (embedders are thread-safe and hold
 no per-store state; ``embedding/__init__.py``). The data directory, store and everything else
 are the gateway's own.
@@ -21,11 +21,9 @@ are the gateway's own.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,15 +57,21 @@ def _embedding_key(cfg: Any) -> tuple[Any, ...]:
     return tuple(str(getattr(cfg, n, None)) for n in names)
 
 
-@contextlib.contextmanager
-def shared_embedders() -> Iterator[None]:
-    """While open, ``Vectorizer`` gets the session's loaded embedders for a configuration it
-    has seen before (only local models are shared; a remote one is built fresh each time)."""
+# The embedding configs of in-process engines (held, so an id is never reused for another).
+_ours: list[Any] = []
+_installed = False
+
+
+def share_embedders(cfg: Any) -> None:
+    """The engine with this embedding config gets the session's loaded embedders for a
+    configuration seen before (local models only; a remote one is built fresh each time).
+    Engines built by other tests (``Engine(settings)`` directly) load their own, as before."""
+    global _installed
     from memory_tencentdb import vectorizer
     from memory_tencentdb.embedding import load_embedders
 
     def cached(cfg: Any) -> tuple[list[Any], list[str]]:
-        if getattr(cfg, "provider", "local") != "local":
+        if not any(c is cfg for c in _ours) or getattr(cfg, "provider", "local") != "local":
             return load_embedders(cfg)
         key = _embedding_key(cfg)
         with _embedders_lock:
@@ -76,12 +80,11 @@ def shared_embedders() -> Iterator[None]:
             embedders, warnings = _embedders[key]
             return list(embedders), list(warnings)
 
-    original = vectorizer.load_embedders
-    vectorizer.load_embedders = cached
-    try:
-        yield
-    finally:
-        vectorizer.load_embedders = original
+    with _embedders_lock:
+        _ours.append(cfg)
+        if not _installed:
+            vectorizer.load_embedders = cached
+            _installed = True
 
 
 class InProcessGateway:
@@ -116,6 +119,7 @@ class InProcessGateway:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         settings = load_settings(self.env(), cwd=self.data_dir.parent)
         self.engine = Engine(settings)
+        share_embedders(self.engine.vectorizer.cfg)
         self.app = create_app(self.engine)
         self._portal_cm = anyio.from_thread.start_blocking_portal()
         self._portal = self._portal_cm.__enter__()

@@ -110,8 +110,9 @@ class InProcessGateway:
         env.update(self.extra_env)
         return env
 
-    def start(self) -> InProcessGateway:
-        """Build the app as ``serve`` does and run its lifespan (the engine starts)."""
+    def start(self, timeout: float = 60.0, ready: bool = True) -> InProcessGateway:
+        """Build the app as ``serve`` does and run its lifespan (the engine starts); with
+        ``ready``, wait for the models to have loaded, as ``GatewayProcess.start`` does."""
         from memory_tencentdb.config import load_settings
         from memory_tencentdb.engine import Engine
         from memory_tencentdb.gateway.app import create_app
@@ -127,6 +128,7 @@ class InProcessGateway:
         self._portal.start_task_soon(self._lifespan.run)
         self._portal.call(self._lifespan.startup)  # engine.start()
         STARTS["in_process"] += 1
+        self.wait_healthy(timeout, ready=ready)
         return self
 
     def stop(self) -> None:
@@ -169,11 +171,12 @@ class InProcessGateway:
         """/health's body once the embedder has loaded (with ``ready``)."""
         deadline = time.monotonic() + timeout
         with self.client() as c:
-            while True:
+            while time.monotonic() < deadline:
                 body = c.get("/health").json()
-                if not ready or body.get("ready", True) or time.monotonic() > deadline:
+                if not ready or body.get("ready", True):
                     return body
                 time.sleep(0.05)
+        raise TimeoutError(f"gateway not ready after {timeout}s")
 
     def wait_embedded(self, timeout: float = 60.0) -> None:
         """Wait until the background embedder has caught up with everything written so far."""

@@ -76,7 +76,8 @@ def share_embedders(cfg: Any) -> None:
         key = _embedding_key(cfg)
         with _embedders_lock:
             if key not in _embedders:
-                _embedders[key] = load_embedders(cfg)
+                loaded, warnings = load_embedders(cfg)
+                _embedders[key] = [_SharedEmbedder(e) for e in loaded], warnings
             embedders, warnings = _embedders[key]
             return list(embedders), list(warnings)
 
@@ -85,6 +86,30 @@ def share_embedders(cfg: Any) -> None:
         if not _installed:
             vectorizer.load_embedders = cached
             _installed = True
+
+
+class _SharedEmbedder:
+    """One loaded embedder for every in-process engine. Each engine's start embeds the same
+    reference queries (``text/reference_queries.py``): the vectors are the same each time, so
+    they are computed once (seconds on a loaded machine); every other text goes to the model."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._references: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def embed(self, texts: list[str]) -> Any:
+        from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
+
+        if list(texts) != list(REFERENCE_QUERIES):
+            return self._inner.embed(texts)
+        with self._lock:
+            if self._references is None:
+                self._references = self._inner.embed(texts)
+            return self._references.copy()
 
 
 class InProcessGateway:

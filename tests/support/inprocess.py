@@ -11,7 +11,11 @@ in a real gateway.
 
 What stays with ``tests/support/gateway.py`` (a real process): start-up and shutdown, kill and
 restart, durability across processes, concurrency and hostile input that must not block a real
-server, the ``serve`` command itself, and the real hosts.
+server, timings, the ``serve`` command itself, and the real hosts. Also what is set per process
+rather than per app: ``serve``'s umask (file modes), settings read from ``os.environ`` (e.g.
+``TDAI_SQLITE_BINDING``), the redaction patterns (``redact.configure`` is process-wide, so two
+in-process gateways with different redaction settings would share the last one's) and the
+gateway's log file.
 
 The embedding models load once per test session: ``share_embedders`` hands every in-process
 engine the same loaded embedders for the same configuration (embedders are thread-safe and hold

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # Host installs for the end-to-end tests live outside the repository.
 TEST_CACHE ?= $(HOME)/.cache/memory-tencentdb-test
 
-.PHONY: install run test lint typecheck format hosts bench
+.PHONY: install run test test-fast lint typecheck format hosts bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ hosts:
 test: install lint typecheck hosts
 	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q
 	TDAI_TEST_STORE_BACKEND=postgres $(VENV)/bin/pytest -q -m both_backends
+
+# The quick loop: unit tests and the in-process route tests; no gateway process, no host
+# (tests that start one are marked slow at collection, tests/conftest.py).
+test-fast: install
+	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q -m "not slow"
 
 lint: install
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -1,16 +1,21 @@
-"""Shared fixtures: real gateway processes on free ports, each with its own data directory."""
+"""Shared fixtures: real gateway processes on free ports, each with its own data directory, and
+the same gateway app in process (``tests/support/inprocess.py``) for route checks that need no
+process."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import postgres
+from tests.support import gateway as gateway_support
+from tests.support import inprocess, postgres
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -20,8 +25,40 @@ def _test_postgres() -> Iterator[None]:
     postgres.stop()
 
 
+# What makes a test ``slow`` without being marked so: a gateway process (seconds to start, each
+# loading the embedding models) or a real host. ``make test-fast`` runs the rest (``-m "not
+# slow"``): unit tests and the in-process route tests (``app_gateway``).
+PROCESS_FIXTURES = {"start_gateway", "shared_gateway"}
+HOST_DIRS = {"hermes", "openclaw"}
+
+
+def _spawns(module: object) -> bool:
+    """A module that can start gateway processes or run commands (``subprocess``)."""
+    return hasattr(module, "GatewayProcess") or hasattr(module, "subprocess")
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    if PROCESS_FIXTURES & names or HOST_DIRS & set(item.path.parts):
+        return True
+    if _spawns(getattr(item, "module", None)):
+        return True
+    # A fixture of a sub-directory's conftest or of the module that starts a gateway.
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    for name in names:
+        for fixturedef in defs.get(name, ()):
+            module = sys.modules.get(getattr(fixturedef.func, "__module__", ""))
+            if module is not None and module.__name__ != __name__ and _spawns(module):
+                return True
+    return False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With ``TDAI_TEST_STORE_BACKEND=postgres``, tests of SQLite-only features are skipped."""
+    """Tests that start gateway processes or hosts are ``slow``. With
+    ``TDAI_TEST_STORE_BACKEND=postgres``, tests of SQLite-only features are skipped."""
+    for item in items:
+        if _starts_processes(item):
+            item.add_marker(pytest.mark.slow)
     if postgres.backend_under_test() != "postgres":
         return
     for item in items:
@@ -29,6 +66,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if mark is not None:
             why = mark.args[0] if mark.args else "SQLite-only feature"
             item.add_marker(pytest.mark.skip(reason=f"store backend postgres: {why}"))
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """How many gateways this run started, by kind: the subprocess ones cost seconds each."""
+    terminalreporter.write_line(
+        f"gateways started: {gateway_support.STARTS['subprocess']} subprocess,"
+        f" {inprocess.STARTS['in_process']} in process"
+    )
+
+
+@pytest.fixture(scope="module")
+def app_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessGateway]:
+    """One in-process gateway app (embedded default) for a whole module; tests isolate by scope.
+    For route checks: shapes, bad input, auth and status codes."""
+    gw = InProcessGateway(tmp_path_factory.mktemp("app") / "data").start()
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture
+def start_app_gateway(tmp_path: Path) -> Iterator[Callable[..., InProcessGateway]]:
+    """Factory: ``start_app_gateway(env={...})`` builds an in-process gateway with that
+    configuration; all are stopped at teardown."""
+    started: list[InProcessGateway] = []
+
+    def _start(env: dict[str, str] | None = None, data_dir: Path | None = None) -> InProcessGateway:
+        gw = InProcessGateway(data_dir or tmp_path / f"app-{len(started)}", env=env)
+        started.append(gw)
+        return gw.start()
+
+    yield _start
+    for gw in started:
+        gw.stop()
 
 
 @pytest.fixture

@@ -1,14 +1,17 @@
-"""Bad input gets a clear 4xx naming the problem, and never disturbs what is stored."""
+"""Bad input gets a clear 4xx naming the problem, and never disturbs what is stored.
+
+Through the real routes of the gateway app, in process (``app_gateway``); what needs a real
+process (a bad configuration stopping ``serve``) is in ``test_gateway_lifecycle.py``.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import json
 
 import httpx
 import pytest
 
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.inprocess import InProcessGateway
 
 pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
 
@@ -30,8 +33,8 @@ def _state(c: httpx.Client, scope: str) -> tuple:
 
 
 @pytest.fixture
-def seeded(shared_gateway: GatewayProcess, scope: str):
-    with shared_gateway.client() as c:
+def seeded(app_gateway: InProcessGateway, scope: str):
+    with app_gateway.client() as c:
         c.post(
             "/memories",
             json={
@@ -52,7 +55,7 @@ def seeded(shared_gateway: GatewayProcess, scope: str):
         )
         # The seeded rows embed in the background; the state compared must not move because
         # the embedder caught up (seen on PostgreSQL: the reply joined the hybrid hits later).
-        shared_gateway.wait_embedded()
+        app_gateway.wait_embedded()
         before = _state(c, scope)
         yield c, before
         assert _state(c, scope) == before
@@ -161,15 +164,15 @@ def test_unknown_routes_and_methods(seeded):
     assert r.status_code == 405 and "error" in r.json()
 
 
-def test_openapi_lists_routes(shared_gateway: GatewayProcess):
-    with shared_gateway.client() as c:
+def test_openapi_lists_routes(app_gateway: InProcessGateway):
+    with app_gateway.client() as c:
         spec = c.get("/openapi.json").json()
     for route in [*ROUTES, "/health", "/seed", "/memories/{memory_id}"]:
         assert route in spec["paths"], route
 
 
-def test_seed_validates_and_writes_a_separate_dir(shared_gateway: GatewayProcess, scope: str):
-    with shared_gateway.client() as c:
+def test_seed_validates_and_writes_a_separate_dir(app_gateway: InProcessGateway, scope: str):
+    with app_gateway.client() as c:
         bad = c.post(
             "/seed",
             json={
@@ -204,28 +207,82 @@ def test_seed_validates_and_writes_a_separate_dir(shared_gateway: GatewayProcess
     body = good.json()
     assert (body["sessions_processed"], body["rounds_processed"], body["l0_recorded"]) == (1, 2, 4)
     out = body["output_dir"]
-    assert out.startswith(str(shared_gateway.data_dir)) and "seed-" in out
+    assert out.startswith(str(app_gateway.data_dir)) and "seed-" in out
 
 
-def test_bad_config_stops_startup_naming_the_field(tmp_path):
-    gw = GatewayProcess(tmp_path / "d", env={"TDAI_MEMORY__RECALL__MAX_RESULTS": "lots"})
-    done = subprocess.run(
-        [sys.executable, "-m", "memory_tencentdb", "serve"],
-        env=gw.env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
+def test_not_found_and_bad_value_messages_keep_their_closing_quote(app_gateway, scope):
+    with app_gateway.client() as c:
+        gone = c.delete("/memories/m_nope", params={"scope": scope})
+        assert gone.status_code == 404
+        assert gone.json()["error"] == "No memory with id 'm_nope'"
+        patched = c.patch("/memories/m_nope", json={"content": "用户住在上海", "scope": scope})
+        assert patched.status_code == 404
+        assert patched.json()["error"] == "No memory with id 'm_nope'"
+        since = c.get("/memories", params={"scope": scope, "since": "yesterday"})
+        assert since.status_code == 422
+        assert since.json()["error"].endswith("'yesterday'")
+        status = c.get("/memories", params={"scope": scope, "status": "gone"})
+        assert status.status_code == 422
+        assert status.json()["error"].endswith("'gone'")
+
+
+def test_forget_with_neither_query_nor_ids_says_so(app_gateway, scope):
+    with app_gateway.client() as c:
+        for body in ({"scope": scope}, {"ids": [], "scope": scope, "dry_run": False}):
+            r = c.post("/memories/forget", json=body)
+            assert r.status_code == 422
+            assert "not both" not in r.json()["error"], body
+            assert "query" in r.json()["error"] and "ids" in r.json()["error"]
+        both = c.post("/memories/forget", json={"query": "tea", "ids": ["m_1"], "scope": scope})
+        assert both.status_code == 422
+        assert "not both" in both.json()["error"]
+
+
+def test_json_sent_without_a_json_content_type_is_named(app_gateway, scope):
+    """curl -d without -H 'Content-Type: application/json' sends form encoding: the error must
+    say that the body is not JSON (it said "JSON body must be an object, got bytes")."""
+    body = json.dumps(
+        {
+            "session_key": "s1",
+            "scope": scope,
+            "user_content": "我喜欢爬山",
+            "assistant_content": "好",
+        }
     )
-    assert done.returncode == 2
-    assert "memory.recall.maxResults" in done.stderr
-    assert "TDAI_MEMORY__RECALL__MAX_RESULTS" in done.stderr
+    with app_gateway.client() as c:
+        for ctype in ("application/x-www-form-urlencoded", "text/plain"):
+            r = c.post("/capture", content=body.encode(), headers={"Content-Type": ctype})
+            assert r.status_code in (415, 422), r.text
+            error = r.json()["error"]
+            assert "bytes" not in error
+            assert "application/json" in error and ctype in error
+        found = c.post(
+            "/search/conversations", json={"query": "爬山", "scope": scope, "limit": 5}
+        ).json()
+        assert found["total"] == 0  # nothing was written
 
-    (tmp_path / "tdai-gateway.yaml").write_text("server:\n  port: [oops\n", "utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "memory_tencentdb", "serve", "--port", str(free_port())],
-        env={**gw.env(), "TDAI_GATEWAY_CONFIG": str(tmp_path / "tdai-gateway.yaml")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2 and "tdai-gateway.yaml" in done.stderr
+
+def test_a_tool_result_over_a_mebibyte_is_offloaded_not_refused(app_gateway, scope):
+    """Real tool outputs reach 666k characters (reference/offload-hosts.md), over 2 MB in UTF-8
+    when they are Chinese: exactly the results offload exists for. /offload/tool-result used
+    the 1 MiB limit of the small routes and answered 413, so the host kept them in context."""
+    lines = [f"第{i}行：订单 {i} 已处理 / order {i} processed" for i in range(40_000)]
+    result = "\n".join(lines)
+    assert len(result.encode()) > 1_500_000
+    with app_gateway.client(timeout=120) as c:
+        r = c.post(
+            "/offload/tool-result",
+            json={
+                "session_key": "big-log",
+                "scope": scope,
+                "tool_call_id": "call_big_1",
+                "tool_name": "bash",
+                "arguments": {"cmd": "cat orders.log"},
+                "result": result,
+            },
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["offloaded"] is True
+        back = c.post("/offload/read", json={"tool_call_id": "call_big_1", "scope": scope})
+        assert back.status_code == 200
+        assert back.json()["content"] == result

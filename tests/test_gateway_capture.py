@@ -1,16 +1,15 @@
-"""Capture through HTTP: files first, database second, nothing lost across restarts or crashes."""
+"""Capture through the gateway's routes (in process): files first, database second; tool calls and
+injected blocks; resent message ids once. Restarts, crashes and reindex: in
+``test_gateway_capture_restarts.py``."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
-from tests.support.postgres import backend_under_test
+from tests.support.inprocess import InProcessGateway
 
 pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
 
@@ -22,15 +21,17 @@ def _jsonl(data_dir: Path, folder: str) -> list[dict]:
     return rows
 
 
-def _search(gw: GatewayProcess, route: str, query: str, scope: str, limit: int = 10) -> list[dict]:
+def _search(
+    gw: InProcessGateway, route: str, query: str, scope: str, limit: int = 10
+) -> list[dict]:
     with gw.client() as c:
         r = c.post(route, json={"query": query, "scope": scope, "limit": limit})
     assert r.status_code == 200, r.text
     return r.json()["items"]
 
 
-def test_capture_zh_en_lands_in_files_and_database(shared_gateway: GatewayProcess, scope: str):
-    gw = shared_gateway
+def test_capture_zh_en_lands_in_files_and_database(app_gateway: InProcessGateway, scope: str):
+    gw = app_gateway
     turns = [
         ("我每天早上六点起床跑步五公里", "很棒的习惯！"),
         ("I keep my dotfiles in a private GitHub repository", "Noted."),
@@ -61,7 +62,7 @@ def test_capture_zh_en_lands_in_files_and_database(shared_gateway: GatewayProces
     assert found[0]["content"] == turns[1][0]
 
 
-def test_turn_with_tool_calls_and_injected_blocks(shared_gateway: GatewayProcess, scope: str):
+def test_turn_with_tool_calls_and_injected_blocks(app_gateway: InProcessGateway, scope: str):
     """Tool calls and results are kept; our own injected memory blocks are stripped."""
     messages = [
         {
@@ -90,13 +91,11 @@ def test_turn_with_tool_calls_and_injected_blocks(shared_gateway: GatewayProcess
         {"role": "system", "content": "never stored"},
         {"role": "user", "content": "/reset"},
     ]
-    with shared_gateway.client() as c:
+    with app_gateway.client() as c:
         r = c.post("/capture", json={"session_key": "tools", "scope": scope, "messages": messages})
     assert r.status_code == 200, r.text
     assert r.json()["l0_recorded"] == 4
-    rows = [
-        row for row in _jsonl(shared_gateway.data_dir, "conversations") if row["scope"] == scope
-    ]
+    rows = [row for row in _jsonl(app_gateway.data_dir, "conversations") if row["scope"] == scope]
     assert [row["role"] for row in rows] == ["user", "assistant", "tool", "assistant"]
     assert rows[0]["content"] == "What's the weather in Shenzhen?"
     assert "old memory text" not in json.dumps(rows, ensure_ascii=False)
@@ -105,11 +104,11 @@ def test_turn_with_tool_calls_and_injected_blocks(shared_gateway: GatewayProcess
         and rows[1]["extra"]["tool_calls"][0]["name"] == "get_weather"
     )
     assert rows[2]["extra"]["tool_call_id"] == "call_1"
-    hits = _search(shared_gateway, "/search/conversations", "多云", scope)
+    hits = _search(app_gateway, "/search/conversations", "多云", scope)
     assert {h["role"] for h in hits} >= {"tool", "assistant"}
 
 
-def test_resent_message_ids_are_captured_once(shared_gateway: GatewayProcess, scope: str):
+def test_resent_message_ids_are_captured_once(app_gateway: InProcessGateway, scope: str):
     body = {
         "session_key": "retry",
         "scope": scope,
@@ -118,76 +117,6 @@ def test_resent_message_ids_are_captured_once(shared_gateway: GatewayProcess, sc
             {"role": "assistant", "content": "Got it.", "id": "a-1"},
         ],
     }
-    with shared_gateway.client() as c:
+    with app_gateway.client() as c:
         assert c.post("/capture", json=body).json()["l0_recorded"] == 2
         assert c.post("/capture", json=body).json()["l0_recorded"] == 0
-
-
-def test_restart_crash_and_reindex_lose_nothing(start_gateway, scope: str):
-    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "local"})
-    facts = [
-        "用户的猫叫年糕，是一只橘猫",
-        "The user's team deploys every Thursday afternoon",
-        "用户在上海工作，通勤坐地铁二号线",
-        "The user prefers PostgreSQL over MySQL for new projects",
-    ]
-    with gw.client() as c:
-        for i, fact in enumerate(facts):
-            r = c.post(
-                "/memories",
-                json={"content": fact, "type": "persona", "session_key": "s", "scope": scope},
-            )
-            assert r.status_code == 201, r.text
-            c.post(
-                "/capture",
-                json={
-                    "session_key": "s",
-                    "scope": scope,
-                    "user_content": f"记一下：{fact}",
-                    "assistant_content": f"OK #{i}",
-                },
-            )
-    queries = ["宠物", "猫", "deploy schedule", "database choice", "上班通勤"]
-
-    def snapshot() -> dict:
-        out = {}
-        for q in queries:
-            out[("m", q)] = [h["id"] for h in _search(gw, "/search/memories", q, scope)]
-            out[("c", q)] = [h["id"] for h in _search(gw, "/search/conversations", q, scope)]
-        return out
-
-    # A crash right after an acknowledged capture: the answer meant durable.
-    with gw.client() as c:
-        c.post(
-            "/capture",
-            json={
-                "session_key": "s",
-                "scope": scope,
-                "user_content": "最后一句话",
-                "assistant_content": "收到",
-            },
-        )
-    gw.kill()
-    gw.start()
-    assert _search(gw, "/search/conversations", "最后一句话", scope)[0]["content"] == "最后一句话"
-
-    gw.wait_embedded()
-    before = snapshot()
-    assert before[("m", "猫")][0] == _search(gw, "/search/memories", "年糕", scope)[0]["id"]
-    if backend_under_test() == "postgres":
-        return  # `reindex` rebuilds SQLite's memory.db from the files: nothing to rebuild here
-
-    gw.stop()
-    env = gw.env()
-    done = subprocess.run(
-        [sys.executable, "-m", "memory_tencentdb", "reindex"],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "10 messages, 4 memories" in done.stdout
-    gw.start()
-    gw.wait_embedded()
-    after = snapshot()
-    assert after == before

@@ -8,6 +8,7 @@ minimum interval 900 s by default). A drain runs them now, bounded, and only the
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sqlite3
 import subprocess
@@ -200,3 +201,33 @@ def test_idle_exit_rejects_bad_values(tmp_path):
         timeout=60,
     )
     assert done.returncode == 2 and "--idle-exit" in done.stderr
+
+
+def _cli(gw: GatewayProcess, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memory_tencentdb", *args],
+        env=gw.env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_stop_gives_up_quickly_on_a_frozen_gateway(start_gateway):
+    """`memory-tencentdb stop` on a gateway that accepts connections but does not answer
+    (SIGSTOP, a hung machine) waited the client's 30 s, then (--force) 40 s more, then said
+    "still running (draining)". The shutdown route answers at once when the gateway is alive,
+    so a few seconds decide; what is said names the frozen pid."""
+    gw = start_gateway()
+    os.kill(gw.proc.pid, signal.SIGSTOP)
+    try:
+        plain = _cli(gw, "stop", timeout=20)
+        assert plain.returncode == 1
+        assert f"held by pid {gw.proc.pid}" in plain.stderr
+        forced = _cli(gw, "stop", "--force", "--drain", "0", timeout=40)
+        assert forced.returncode == 1
+        assert f"sent SIGTERM to pid {gw.proc.pid}" in forced.stdout
+        assert "does not answer" in forced.stderr and "draining" not in forced.stderr
+    finally:
+        os.kill(gw.proc.pid, signal.SIGCONT)
+    assert gw.proc.wait(timeout=60) == 0  # the SIGTERM is handled once it runs: a drain, exit 0

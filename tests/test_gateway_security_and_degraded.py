@@ -1,18 +1,22 @@
-"""Auth and CORS, and the degraded modes: each is visible in /health, none is silent."""
+"""Auth and CORS, and the degraded modes: each is visible in /health, none is silent.
+
+Through the gateway's routes in process (``start_app_gateway``), but for the SQLite binding
+chosen by the process's environment, on a gateway process."""
 
 from __future__ import annotations
 
-import httpx
+import logging
 
 from tests.support.fake_llm import FakeLLM
 
 KEY = "s3cret-token-9f8e7d"
 
 
-def test_bearer_auth(start_gateway, scope: str):
-    gw = start_gateway(env={"TDAI_GATEWAY_API_KEY": KEY, "TDAI_EMBEDDING_PROVIDER": "none"})
+def test_bearer_auth(start_app_gateway, scope: str, caplog):
+    caplog.set_level(logging.DEBUG)
+    gw = start_app_gateway(env={"TDAI_GATEWAY_API_KEY": KEY, "TDAI_EMBEDDING_PROVIDER": "none"})
     body = {"query": "x", "session_key": "s", "scope": scope}
-    with httpx.Client(base_url=gw.base_url, timeout=10) as c:
+    with gw.client(token="") as c:
         assert c.get("/health").status_code == 200  # open, for supervisors and probes
         r = c.post("/recall", json=body)
         assert r.status_code == 401 and r.json()["error"] == "Unauthorized: missing Bearer token"
@@ -32,14 +36,14 @@ def test_bearer_auth(start_gateway, scope: str):
             ).status_code
             == 201
         )
-    assert KEY not in gw.log()  # no secrets in logs
+    assert caplog.records and KEY not in caplog.text  # no secrets in logs
 
 
-def test_cors_allow_list(start_gateway):
-    gw = start_gateway(
+def test_cors_allow_list(start_app_gateway):
+    gw = start_app_gateway(
         env={"TDAI_CORS_ORIGINS": "https://app.example.com", "TDAI_EMBEDDING_PROVIDER": "none"}
     )
-    with httpx.Client(base_url=gw.base_url, timeout=10) as c:
+    with gw.client(token="") as c:
         ok = c.options("/recall", headers={"Origin": "https://app.example.com"})
         assert ok.status_code == 204
         assert ok.headers["access-control-allow-origin"] == "https://app.example.com"
@@ -52,8 +56,8 @@ def test_cors_allow_list(start_gateway):
         assert "access-control-allow-origin" not in r.headers and r.headers["vary"] == "Origin"
 
 
-def test_no_embedding_is_keyword_only_and_visible(start_gateway, scope: str):
-    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+def test_no_embedding_is_keyword_only_and_visible(start_app_gateway, scope: str):
+    gw = start_app_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
     with gw.client() as c:
         health = c.get("/health").json()
         c.post(
@@ -111,9 +115,9 @@ def test_without_sqlite_vec_vectors_are_searched_with_numpy(start_gateway, scope
     assert "sqlite-vec unavailable" in gw.log()
 
 
-def test_remote_embeddings_and_their_failure(start_gateway, scope: str):
+def test_remote_embeddings_and_their_failure(start_app_gateway, scope: str):
     with FakeLLM() as fake:
-        gw = start_gateway(env={**fake.embedding_env(), "TDAI_EMBEDDING_API_KEY": "emb-key"})
+        gw = start_app_gateway(env={**fake.embedding_env(), "TDAI_EMBEDDING_API_KEY": "emb-key"})
         with gw.client() as c:
             health = c.get("/health").json()
             c.post(

@@ -1,24 +1,24 @@
-"""Team scopes with permissions (issue 14 part 3), through HTTP against a real gateway.
+"""Team scopes with permissions (issue 14 part 3), through the gateway's routes (in process).
 
 A keys file gives three agents their own keys; ``team:research`` has agent-a as writer and
 agent-b as reader. Agent A writes there, B recalls it with its own scope, C (no permission)
 never sees it and gets a 403 naming the scope when it asks explicitly; B cannot write to it.
-The gateway's own key stays the owner's. A bad keys file stops start-up with a message.
+The gateway's own key stays the owner's. Keys-file changes take effect without a restart. (A
+bad keys file stopping ``serve``: ``test_serve_config_errors.py``.)
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 
 TEAM = "team:research"
 KEYS = {
@@ -52,17 +52,17 @@ def gw(tmp_path_factory: pytest.TempPathFactory):
     data.mkdir(parents=True)
     (data / "keys.json").write_text(json.dumps(KEYS_FILE), "utf-8")
     (data / "keys.json").chmod(0o600)
-    g = GatewayProcess(data).start()
+    g = InProcessGateway(data).start()
     yield g
     g.stop()
 
 
-def agent(gw: GatewayProcess, name: str) -> httpx.Client:
+def agent(gw: InProcessGateway, name: str) -> httpx.Client:
     return gw.client(token=KEYS[name])
 
 
 @pytest.fixture(scope="module")
-def written(gw: GatewayProcess) -> dict[str, str]:
+def written(gw: InProcessGateway) -> dict[str, str]:
     """Agent A's two team memories (zh, en), embedded; their ids by language."""
     ids = {}
     with agent(gw, "agent-a") as a:
@@ -217,56 +217,6 @@ def test_unknown_key_is_401_not_403(gw):
     assert r.status_code == 401
 
 
-BAD_FILES = [
-    ("{not json", "not valid JSON"),
-    ('{"principals": {"x": {"key": "short"}}}', "principals.x.key"),
-    (
-        json.dumps({"principals": {"x": {"key": "k" * 20}}, "scopes": {TEAM: {"readers": ["y"]}}}),
-        "'y' is not a principal",
-    ),
-    (json.dumps({"principals": {"x": {"key": "k" * 20, "admin": True}}}), "principals.x.admin"),
-    (
-        json.dumps({"principals": {"x": {"key": "k" * 20}, "y": {"key": "k" * 20}}}),
-        "the same key as 'x'",
-    ),
-]
-
-
-@pytest.mark.parametrize(("text", "message"), BAD_FILES)
-def test_bad_keys_file_stops_startup_with_a_clear_error(tmp_path: Path, text, message):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "keys.json").write_text(text, "utf-8")
-    gw = GatewayProcess(data, env={"TDAI_EMBEDDING_PROVIDER": "none"})
-    run = subprocess.run(
-        [sys.executable, "-m", "memory_tencentdb", "serve"],
-        env=gw.env(),
-        cwd=str(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 2, run.stderr
-    assert "keys.json" in run.stderr and message in run.stderr, run.stderr
-
-
-def test_missing_explicit_keys_file_is_an_error(tmp_path: Path):
-    gw = GatewayProcess(
-        tmp_path / "data",
-        env={"TDAI_EMBEDDING_PROVIDER": "none", "TDAI_GATEWAY_KEYS_FILE": "nope.json"},
-    )
-    gw.data_dir.mkdir(parents=True)
-    run = subprocess.run(
-        [sys.executable, "-m", "memory_tencentdb", "serve"],
-        env=gw.env(),
-        cwd=str(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 2 and "server.keysFile" in run.stderr, run.stderr
-
-
 # -- Keys-file changes take effect without a restart ------------------------------------------
 
 
@@ -291,14 +241,14 @@ def _eventually(check, timeout: float = 15.0):
         time.sleep(0.2)
 
 
-def _reload_gateway(start_gateway, tmp_path: Path) -> GatewayProcess:
+def _reload_gateway(start_app_gateway, tmp_path: Path) -> InProcessGateway:
     data = tmp_path / "reload-data"
     data.mkdir()
     _write_keys(data, KEYS_FILE)
-    return start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"}, data_dir=data)
+    return start_app_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"}, data_dir=data)
 
 
-def _status(gw: GatewayProcess, key: str, path: str = "/scopes") -> int:
+def _status(gw: InProcessGateway, key: str, path: str = "/scopes") -> int:
     with gw.client(token=key) as c:
         return c.get(path).status_code
 
@@ -306,13 +256,13 @@ def _status(gw: GatewayProcess, key: str, path: str = "/scopes") -> int:
 NEW_KEY = "key-of-agent-d-0123456789"
 
 
-def test_key_added_to_the_keys_file_works_without_restart(start_gateway, tmp_path: Path):
-    gw = _reload_gateway(start_gateway, tmp_path)
+def test_key_added_to_the_keys_file_works_without_restart(start_app_gateway, tmp_path: Path):
+    gw = _reload_gateway(start_app_gateway, tmp_path)
     assert _status(gw, NEW_KEY) == 401
     added = json.loads(json.dumps(KEYS_FILE))
     added["principals"]["agent-d"] = {"key": NEW_KEY, "scopes": ["d-home"]}
     added["scopes"][TEAM]["readers"].append("agent-d")
-    pid = gw.proc.pid
+    engine = gw.engine
     _write_keys(gw.data_dir, added)
     assert _eventually(lambda: _status(gw, NEW_KEY) == 200), "the new key never worked"
     with gw.client(token=NEW_KEY) as d:
@@ -322,14 +272,15 @@ def test_key_added_to_the_keys_file_works_without_restart(start_gateway, tmp_pat
         r = d.post("/recall", json={"query": "迁移", "session_key": "s", "scope": TEAM})
         assert r.status_code == 200, r.text
     assert _status(gw, KEYS["agent-a"]) == 200
-    assert gw.proc.pid == pid and gw.proc.poll() is None  # the same process all along
-    health = httpx.get(gw.base_url + "/health", timeout=10).json()
+    assert gw.engine is engine  # the same gateway all along
+    with gw.client() as c:
+        health = c.get("/health").json()
     assert health["keys_file"]["error"] is None and health["keys_file"]["principals"] == 4
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
-def test_revoked_key_gets_401_without_restart(start_gateway, tmp_path: Path, lang):
-    gw = _reload_gateway(start_gateway, tmp_path)
+def test_revoked_key_gets_401_without_restart(start_app_gateway, tmp_path: Path, lang):
+    gw = _reload_gateway(start_app_gateway, tmp_path)
     fact, query = TEAM_FACTS[lang]
     with gw.client(token=KEYS["agent-a"]) as a:
         r = a.post(
@@ -351,9 +302,16 @@ def test_revoked_key_gets_401_without_restart(start_gateway, tmp_path: Path, lan
         assert r.status_code == 200 and r.json()["memory_count"] == 1, r.text
 
 
-def test_broken_keys_file_keeps_the_last_good_keys_until_fixed(start_gateway, tmp_path: Path):
-    gw = _reload_gateway(start_gateway, tmp_path)
-    health = lambda: httpx.get(gw.base_url + "/health", timeout=10).json()  # noqa: E731
+def test_broken_keys_file_keeps_the_last_good_keys_until_fixed(
+    start_app_gateway, tmp_path: Path, caplog
+):
+    caplog.set_level(logging.INFO)
+    gw = _reload_gateway(start_app_gateway, tmp_path)
+
+    def health() -> dict:
+        with gw.client() as c:
+            return c.get("/health").json()
+
     assert health()["keys_file"]["error"] is None
     # A half-saved file, then one that names a principal that does not exist.
     broken = json.loads(json.dumps(KEYS_FILE))
@@ -371,7 +329,7 @@ def test_broken_keys_file_keeps_the_last_good_keys_until_fixed(start_gateway, tm
         assert _status(gw, NEW_KEY) == 401
     time.sleep(2.5)  # more checks of the same broken file: logged once, not once a second
     _status(gw, KEYS["agent-a"])
-    assert gw.log().count("the last good keys stay in force") == 2, gw.log()
+    assert caplog.text.count("the last good keys stay in force") == 2, caplog.text
     fixed = json.loads(json.dumps(KEYS_FILE))
     fixed["principals"]["agent-d"] = {"key": NEW_KEY}
     _write_keys(gw.data_dir, fixed)

@@ -22,12 +22,12 @@ def _stable(gw, scope: str, query: str) -> str:
     return r.json()["append_system_context"]
 
 
-def test_outside_persona_and_scenes_the_stable_part_never_changes(shared_gateway, scope: str):
-    empty = {q: _stable(shared_gateway, scope, q) for q in QUERIES}
+def test_outside_persona_and_scenes_the_stable_part_never_changes(app_gateway, scope: str):
+    empty = {q: _stable(app_gateway, scope, q) for q in QUERIES}
     assert len(set(empty.values())) == 1, empty  # before anything is stored, whatever is asked
     (before,) = set(empty.values())
     assert "<memory-tools-guide>" in before
-    with shared_gateway.client() as c:
+    with app_gateway.client() as c:
         r = c.post(
             "/memories",
             json={
@@ -38,6 +38,6 @@ def test_outside_persona_and_scenes_the_stable_part_never_changes(shared_gateway
             },
         )
         assert r.status_code == 201, r.text
-    shared_gateway.wait_embedded()
-    after = {q: _stable(shared_gateway, scope, q) for q in QUERIES}
+    app_gateway.wait_embedded()
+    after = {q: _stable(app_gateway, scope, q) for q in QUERIES}
     assert {_BLOCKS.sub("", s).strip() for s in after.values()} == {before.strip()}, after

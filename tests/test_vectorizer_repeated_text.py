@@ -62,6 +62,7 @@ def _write(engine: Engine, scope: str, texts: list[str]) -> list[int]:
     ]
 
 
+@pytest.mark.slow  # tens of seconds of embedding
 def test_wait_embedded_covers_rows_whose_text_is_already_embedded(engine: Engine) -> None:
     vec, store = engine.vectorizer, engine.store
     texts = _texts()
@@ -90,6 +91,7 @@ def test_wait_embedded_covers_rows_whose_text_is_already_embedded(engine: Engine
             assert hits and hits[0][0] == second[i], (emb.model_id, texts[i], hits[:3])
 
 
+@pytest.mark.slow  # two engines, each loading the models
 def test_a_repeated_text_written_while_the_indexes_are_built_is_indexed(tmp_path: Path) -> None:
     """A memory written after the start-up build read the stored vectors, whose text already has
     a vector (the same memory in another scope), is found by neither the build nor the start-up

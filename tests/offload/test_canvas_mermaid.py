@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 from tests.support.mermaid import require_validator
 from tests.support.offload_replay import replay
 
@@ -54,17 +54,17 @@ def _session(prompt: str, commands: list[str], tag: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    g = GatewayProcess(tmp_path_factory.mktemp("offload-canvas") / "data").start()
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessGateway]:
+    g = InProcessGateway(tmp_path_factory.mktemp("offload-canvas") / "data").start()
     yield g
     g.stop()
 
 
-def _scope_files(gw: GatewayProcess, scope: str) -> list[Path]:
+def _scope_files(gw: InProcessGateway, scope: str) -> list[Path]:
     return sorted((gw.data_dir / "offload").glob(f"{scope}-*/mmds/*.mmd"))
 
 
-def test_nasty_tool_calls_and_task_switches_write_valid_canvases(gw: GatewayProcess) -> None:
+def test_nasty_tool_calls_and_task_switches_write_valid_canvases(gw: InProcessGateway) -> None:
     validator = require_validator()
     scope = f"canvas-{uuid.uuid4().hex[:6]}"
     key = f"agent:canvas:{uuid.uuid4().hex[:6]}"
@@ -108,7 +108,7 @@ def test_nasty_tool_calls_and_task_switches_write_valid_canvases(gw: GatewayProc
         assert last["canvas"]["file"] == active["file"]
 
 
-def test_canvas_of_every_node_reads_back_its_rows(gw: GatewayProcess) -> None:
+def test_canvas_of_every_node_reads_back_its_rows(gw: InProcessGateway) -> None:
     scope = f"nodes-{uuid.uuid4().hex[:6]}"
     key = f"agent:nodes:{uuid.uuid4().hex[:6]}"
     msgs = [{"role": "system", "content": "agent"}] + _session(

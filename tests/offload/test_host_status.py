@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory):
-    g = GatewayProcess(tmp_path_factory.mktemp("host-status") / "data").start()
+    g = InProcessGateway(tmp_path_factory.mktemp("host-status") / "data").start()
     yield g
     g.stop()
 
 
-def test_fallback_is_shown_until_the_engine_runs_again(gw: GatewayProcess) -> None:
+def test_fallback_is_shown_until_the_engine_runs_again(gw: InProcessGateway) -> None:
     with gw.client() as c:
         health = c.get("/health").json()
         assert health["offload"]["hosts"] == {}
@@ -49,7 +49,7 @@ def test_fallback_is_shown_until_the_engine_runs_again(gw: GatewayProcess) -> No
         ({"host": "openclaw", "engine": "x", "fallback": 3}, "fallback"),
     ],
 )
-def test_bad_reports_are_refused(gw: GatewayProcess, body: dict, field: str) -> None:
+def test_bad_reports_are_refused(gw: InProcessGateway, body: dict, field: str) -> None:
     with gw.client() as c:
         got = c.post("/offload/host-status", json=body)
         assert got.status_code == 422

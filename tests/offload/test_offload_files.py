@@ -1,4 +1,4 @@
-"""Offload files over HTTP against a real gateway (issue 21, item 11).
+"""Offload files through the gateway's routes (in process) (issue 21, item 11).
 
 - Session keys map to distinct files: ``x/`` and ``x-<sha1[:8]>`` shared one journal; the
   mapping is an escape now (injective), and a data directory written by the older rule is read
@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 from tests.support.mermaid import require_validator
 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory):
-    g = GatewayProcess(tmp_path_factory.mktemp("files") / "data").start()
+    g = InProcessGateway(tmp_path_factory.mktemp("files") / "data").start()
     yield g
     g.stop()
 
@@ -42,7 +42,7 @@ def _root(c, scope: str) -> Path:
     return Path(c.get("/offload/guide", params={"scope": scope}).json()["data_dir"])
 
 
-def test_colliding_session_keys_get_distinct_journals(gw: GatewayProcess) -> None:
+def test_colliding_session_keys_get_distinct_journals(gw: InProcessGateway) -> None:
     scope = "keys"
     twin = "x-" + hashlib.sha1(b"x/").hexdigest()[:8]
     with gw.client() as c:
@@ -64,7 +64,7 @@ def test_colliding_session_keys_get_distinct_journals(gw: GatewayProcess) -> Non
 def test_files_of_the_older_naming_are_still_read(tmp_path: Path) -> None:
     """A data directory where ``agent:main:main`` has its files under the older name
     (``agent_main_main-<sha1[:8]>``): read-back works and new rows join the same journal."""
-    g = GatewayProcess(tmp_path / "data").start()
+    g = InProcessGateway(tmp_path / "data").start()
     key, scope = "agent:main:main", "legacy"
     old = "agent_main_main-" + hashlib.sha1(key.encode()).hexdigest()[:8]
     try:
@@ -91,7 +91,7 @@ def test_files_of_the_older_naming_are_still_read(tmp_path: Path) -> None:
         g.stop()
 
 
-def test_ten_thousand_results_in_one_millisecond_still_get_a_ref(gw: GatewayProcess) -> None:
+def test_ten_thousand_results_in_one_millisecond_still_get_a_ref(gw: InProcessGateway) -> None:
     scope, stamp = "same-ms", "2026-04-12T17:26:08.123+08:00"
     with gw.client() as c:
         first = _post(c, scope, "s", "call_ms_0", "first\n" * 300, timestamp=stamp)
@@ -111,7 +111,7 @@ def test_ten_thousand_results_in_one_millisecond_still_get_a_ref(gw: GatewayProc
 
 
 def test_a_step_appends_to_the_canvas_without_rewriting_it(
-    gw: GatewayProcess, tmp_path: Path
+    gw: InProcessGateway, tmp_path: Path
 ) -> None:
     scope = "append"
     with gw.client() as c:

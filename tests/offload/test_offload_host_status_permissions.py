@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 
 KEYS = {"agent-a": "key-of-agent-a-0123456789", "agent-b": "key-of-agent-b-0123456789"}
 KEYS_FILE = {
@@ -30,12 +30,12 @@ def gw(tmp_path_factory: pytest.TempPathFactory):
     data.mkdir(parents=True)
     (data / "keys.json").write_text(json.dumps(KEYS_FILE), "utf-8")
     (data / "keys.json").chmod(0o600)
-    g = GatewayProcess(data).start()
+    g = InProcessGateway(data).start()
     yield g
     g.stop()
 
 
-def test_a_principal_reports_only_for_scopes_it_may_write(gw: GatewayProcess) -> None:
+def test_a_principal_reports_only_for_scopes_it_may_write(gw: InProcessGateway) -> None:
     with gw.client(token=KEYS["agent-b"]) as b:
         r = b.post("/offload/host-status", json={**REPORT, "scope": "a-home"})
         assert r.status_code == 403 and "a-home" in r.text, r.text
@@ -55,7 +55,7 @@ def test_a_principal_reports_only_for_scopes_it_may_write(gw: GatewayProcess) ->
         assert sum("not called" in d for d in health["degraded"]) == 2
 
 
-def test_reports_are_capped_per_scope_and_in_length(gw: GatewayProcess) -> None:
+def test_reports_are_capped_per_scope_and_in_length(gw: InProcessGateway) -> None:
     with gw.client(token=KEYS["agent-b"]) as b:
         for i in range(8):
             body = {**REPORT, "scope": "b-home", "host": f"host-{i}", "fallback": "x" * 2000}
@@ -86,7 +86,7 @@ def test_reports_are_capped_per_scope_and_in_length(gw: GatewayProcess) -> None:
 
 
 @pytest.mark.parametrize("host", ["", "a" * 65, "open claw", "宿主"])
-def test_host_names_are_checked(gw: GatewayProcess, host: str) -> None:
+def test_host_names_are_checked(gw: InProcessGateway, host: str) -> None:
     with gw.client() as owner:
         r = owner.post("/offload/host-status", json={**REPORT, "host": host})
         assert r.status_code == 422 and "host" in r.text, r.text

@@ -1,4 +1,4 @@
-"""Secrets never reach an offload file, over HTTP against a real gateway (issue 21, item 10).
+"""Secrets never reach an offload file, through the gateway's routes (in process) (issue 21, item 10).
 
 An API key in the assemble ``prompt`` was stored verbatim in the canvas (its goal) and the
 session file and returned; a key used as an argument *name* stayed in the stored ref and row.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 
 KEY = "sk-proj-" + "Zq8vR3kLm2Xw9TbN4pJd7YcF"
 GH = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
@@ -24,7 +24,7 @@ GH = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory):
-    g = GatewayProcess(tmp_path_factory.mktemp("secrets") / "data").start()
+    g = InProcessGateway(tmp_path_factory.mktemp("secrets") / "data").start()
     yield g
     g.stop()
 
@@ -45,7 +45,7 @@ def _files_holding(root: Path, needle: str) -> list[str]:
     ],
 )
 def test_a_key_in_the_prompt_is_not_stored_or_returned(
-    gw: GatewayProcess, scope: str, prompt: str
+    gw: InProcessGateway, scope: str, prompt: str
 ) -> None:
     msgs = [
         {"role": "user", "content": prompt},
@@ -71,7 +71,7 @@ def test_a_key_in_the_prompt_is_not_stored_or_returned(
     assert _files_holding(root, KEY) == [] and _files_holding(root, GH) == []
 
 
-def test_a_key_as_an_argument_name_or_value_is_not_stored(gw: GatewayProcess) -> None:
+def test_a_key_as_an_argument_name_or_value_is_not_stored(gw: InProcessGateway) -> None:
     scope = "sec-args"
     args = {KEY: "value", "command": f"curl -H 'Authorization: Bearer {GH}' api", "键": KEY}
     with gw.client() as c:
@@ -93,7 +93,7 @@ def test_a_key_as_an_argument_name_or_value_is_not_stored(gw: GatewayProcess) ->
     assert '"[REDACTED:api-key]": "value"' in ref, ref[:400]
 
 
-def test_a_secret_inside_a_raw_result_is_redacted_and_read_back_so(gw: GatewayProcess) -> None:
+def test_a_secret_inside_a_raw_result_is_redacted_and_read_back_so(gw: InProcessGateway) -> None:
     """The rule for raw results (kept): redacted before the ref is written, read back as stored."""
     scope = "sec-raw"
     result = f"OPENAI_API_KEY={KEY}\n" + "line\n" * 1500

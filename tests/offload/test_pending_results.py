@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 
 PROMPT = "检查构建日志并修复失败的测试 / check the build logs and fix the failing tests"
 
@@ -22,13 +22,13 @@ def log(i: int) -> str:
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory):
-    g = GatewayProcess(tmp_path_factory.mktemp("pending") / "data").start()
+    g = InProcessGateway(tmp_path_factory.mktemp("pending") / "data").start()
     yield g
     g.stop()
 
 
 @pytest.fixture
-def client(gw: GatewayProcess):
+def client(gw: InProcessGateway):
     with gw.client() as c:
         yield c
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 
 EN = "\n".join(f"line {i}: PASSED tests/test_mod_{i % 17}.py::test_{i}" for i in range(700))
 ZH = "\n".join(f"第{i}行：订单处理完成，耗时{i % 9}毫秒；数据库连接正常" for i in range(600))
@@ -19,13 +19,13 @@ MIXED = "".join(f"{i}😀𝒜中é-" for i in range(3000))  # astral, CJK, accen
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory):
-    g = GatewayProcess(tmp_path_factory.mktemp("paging") / "data").start()
+    g = InProcessGateway(tmp_path_factory.mktemp("paging") / "data").start()
     yield g
     g.stop()
 
 
 @pytest.fixture
-def client(gw: GatewayProcess):
+def client(gw: InProcessGateway):
     with gw.client() as c:
         yield c
 

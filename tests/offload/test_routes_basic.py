@@ -1,6 +1,7 @@
-"""The offload routes over HTTP against a real gateway, without an LLM (issue 9).
+"""The offload routes through the gateway app, in process, without an LLM (issue 9).
 
-One gateway for the module; every test has its own scope. Covers: stubs and byte-exact
+One in-process gateway for the module (``app_gateway``; durability across a real process is in
+``test_routes_durability.py``); every test has its own scope. Covers: stubs and byte-exact
 read-back (zh and en, ids with and without underscores, refs by relative and absolute path),
 unique refs within one millisecond, bad input (4xx naming the field, nothing written), both
 message formats, one canvas message, the budget, orphans, scope isolation, the body limit.
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.inprocess import InProcessGateway
 
 EN_LOG = "\n".join(
     f"tests/test_auth.py::test_case_{i} FAILED AssertionError: token expired at utils/token.py:{i}"
@@ -32,14 +33,12 @@ ZH_LOG = "\n".join(
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory):
-    g = GatewayProcess(tmp_path_factory.mktemp("offload") / "data").start()
-    yield g
-    g.stop()
+def gw(app_gateway: InProcessGateway) -> InProcessGateway:
+    return app_gateway
 
 
 @pytest.fixture
-def client(gw: GatewayProcess):
+def client(gw: InProcessGateway):
     with gw.client() as c:
         yield c
 
@@ -63,7 +62,7 @@ def read(client, scope, **key):
     return client.post("/offload/read", json={"scope": scope, **key})
 
 
-def scope_dir(gw: GatewayProcess, client, scope: str) -> Path:
+def scope_dir(gw: InProcessGateway, client, scope: str) -> Path:
     return Path(client.get("/offload/guide", params={"scope": scope}).json()["data_dir"])
 
 

@@ -10,6 +10,8 @@ import json
 import shutil
 import uuid
 
+import pytest
+
 from tests.pipeline.conftest import (
     capture,
     extraction,
@@ -314,6 +316,7 @@ TWELVE_FACTS = [
 ]
 
 
+@pytest.mark.slow  # a gateway process, twelve L1 + L2 runs
 def test_without_llm_the_persona_keeps_up_with_every_new_fact(tmp_path):
     from tests.pipeline.conftest import FAST
     from tests.support.gateway import GatewayProcess

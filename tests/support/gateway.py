@@ -24,6 +24,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+STARTS = {"subprocess": 0}  # reported at the session's end (tests/conftest.py)
+
+
 class GatewayProcess:
     """A running `memory-tencentdb serve` with helpers to stop, kill and restart it."""
 
@@ -57,6 +60,7 @@ class GatewayProcess:
     def start(self, timeout: float = 60.0, ready: bool = True) -> GatewayProcess:
         """Start and wait for /health (and, with ``ready``, for the models to have loaded)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        STARTS["subprocess"] += 1
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "memory_tencentdb", "serve"],

@@ -1,4 +1,5 @@
-"""The small CLI findings of the audit, through the real ``memory-tencentdb`` command."""
+"""The `memory-tencentdb` command: client commands against a running gateway (status, search,
+what a refusal says) and `serve`'s start-up errors, through the real command."""
 
 from __future__ import annotations
 
@@ -140,3 +141,15 @@ def test_search_without_scope_points_at_the_scopes_that_have_memories(
     assert "No matching memories found." in r.stdout
     # The memories are in the Hermes scope: say so instead of a bare "nothing".
     assert "hermes:default" in r.stderr and "--scope" in r.stderr, r.stderr
+
+
+def test_cli_messages_point_at_the_cli(keyed_gateway: GatewayProcess):
+    """An offline command refused while the gateway runs names the command that stops it, and
+    a refused search prints the gateway's message, not its raw JSON."""
+    refused = _cli("reindex", env=keyed_gateway.env())
+    assert refused.returncode == 3, refused.stderr
+    assert "memory-tencentdb stop" in refused.stderr
+    empty = _cli("search", "", env=keyed_gateway.env())
+    assert empty.returncode == 1
+    assert "query: String should have at least 1 character" in empty.stderr
+    assert '{"error"' not in empty.stderr

@@ -3,7 +3,7 @@
 
 Why: a subprocess gateway costs seconds to start (a Python start plus two embedding models),
 and most route checks (shapes, bad input naming what is wrong, auth, status codes) need none of
-what a process gives. ``InProcessGateway`` builds the app the way ``cli.cmd_serve`` does
+what a process gives. ``InProcessGateway`` builds the app the way ``cli.serve.cmd_serve`` does
 (``load_settings`` from a clean environment, ``Engine``, ``create_app``) and serves it through
 ``httpx.ASGITransport`` (wrapped for a plain ``httpx.Client``: the app runs on one event loop
 thread, as under uvicorn), with the app's ASGI lifespan run, so the engine starts and closes as

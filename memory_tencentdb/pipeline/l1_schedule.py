@@ -71,9 +71,10 @@ def threshold(s: L1Session, policy: L1Policy) -> int:
     return min(s.threshold, every)
 
 
-def backoff(failures: int, policy: L1Policy) -> float:
-    """Retry delay: a twentieth of the idle timeout (1-30 s), doubling, capped at 10 min."""
-    base = max(1.0, min(30.0, policy.idle_timeout_seconds / 20))
+def backoff(failures: int, idle_timeout_seconds: float) -> float:
+    """Retry delay (L1, L2 and L3): a twentieth of the idle timeout (1-30 s), doubling, capped
+    at 10 min."""
+    base = max(1.0, min(30.0, idle_timeout_seconds / 20))
     return float(min(MAX_BACKOFF_SECONDS, base * (2 ** max(0, failures - 1))))
 
 
@@ -189,6 +190,6 @@ def run_failed(
     s.last_error = error
     if truncated:
         s.window = max(1, s.window // 2)
-    delay = backoff(s.failures, policy)
+    delay = backoff(s.failures, policy.idle_timeout_seconds)
     s.retry_at = mono + delay
     return delay

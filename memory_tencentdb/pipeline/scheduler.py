@@ -8,8 +8,9 @@ Per session (scope + session key):
 - a failed run keeps its cursor and is retried with exponential backoff (never given up: the
   messages stay pending and ``/health`` shows the error).
 
-These per-session rules are pure functions in ``pipeline/l1_schedule.py``; this module holds the
-threads, queues and database writes around them.
+These per-session rules are pure functions in ``pipeline/l1_schedule.py`` (the per-scope L2/L3
+timers below in ``pipeline/l2_schedule.py``); this module holds the threads, queues and database
+writes around them.
 
 Per scope: L2 runs ``l2DelayAfterL1Seconds`` after an L1 that stored memories, but not sooner
 than ``l2MinIntervalSeconds`` after the previous L2; after each L2 a fallback run is armed
@@ -29,17 +30,18 @@ import re
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.llm import LLMClient
-from memory_tencentdb.pipeline import l1_schedule, state
+from memory_tencentdb.pipeline import l1_schedule, l2_schedule, state
 from memory_tencentdb.pipeline.host_redo import HostRedo
 from memory_tencentdb.pipeline.l1 import L1Extractor, StageFailure, next_chunk
 from memory_tencentdb.pipeline.l1_schedule import L1Policy, L1Session
 from memory_tencentdb.pipeline.l2 import L2Result, L2Runner
+from memory_tencentdb.pipeline.l2_schedule import L2Policy, L2Scope
 from memory_tencentdb.pipeline.persona import PersonaRunner
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.records import L0Message, ScopeState, SessionBacklog, SessionState
@@ -96,20 +98,6 @@ class StageStats:
         }
 
 
-@dataclass
-class _Scope:
-    scope: str
-    due: float = 0.0  # epoch seconds, 0 = not armed
-    due_kind: str = ""  # delay | max | retry
-    last_run: float = 0.0
-    last_active: float = 0.0
-    queued: set[str] = field(default_factory=set)  # {"l2", "l3"}
-    running: str | None = None
-    failures: int = 0
-    l3_failures: int = 0
-    l3_retry_at: float = 0.0
-
-
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -135,7 +123,7 @@ class Pipeline:
         self._cv = threading.Condition()
         self._llm_lock = threading.Lock()  # one LLM call at a time across stages
         self._sessions: dict[tuple[str, str], L1Session] = {}
-        self._scopes: dict[str, _Scope] = {}
+        self._scopes: dict[str, L2Scope] = {}
         self._l1_queue: deque[tuple[str, str]] = deque()
         self._l2_queue: deque[tuple[str, str]] = deque()  # (stage, scope)
         self._last_recall: dict[str, float] = {}  # scope -> monotonic time of its last recall
@@ -270,11 +258,11 @@ class Pipeline:
             self._sessions[(scope, key)] = s
         return s
 
-    def _scope(self, scope: str, row: ScopeState | None = None) -> _Scope:
+    def _scope(self, scope: str, row: ScopeState | None = None) -> L2Scope:
         sc = self._scopes.get(scope)
         if sc is None:
             row = row or state.get_scope(self.store, scope)
-            sc = _Scope(
+            sc = L2Scope(
                 scope,
                 due=float(row.l2_due_at or 0),
                 due_kind="delay" if row.l2_due_at else "",
@@ -311,15 +299,24 @@ class Pipeline:
             self._l1_queue.append(item)
         self._cv.notify_all()
 
-    def _enqueue_l2(self, sc: _Scope, stage: str) -> None:
+    def _enqueue_l2(self, sc: L2Scope, stage: str) -> None:
         if stage in sc.queued or self._stopping:
             return
         sc.queued.add(stage)
         self._l2_queue.append((stage, sc.scope))
         self._cv.notify_all()
 
+    def _l2_policy(self) -> L2Policy:
+        return L2Policy(
+            delay_after_l1_seconds=self.cfg.l2_delay_after_l1_seconds,
+            min_interval_seconds=self.cfg.l2_min_interval_seconds,
+            max_interval_seconds=self.cfg.l2_max_interval_seconds,
+            active_window_hours=self.cfg.session_active_window_hours,
+            idle_timeout_seconds=self.cfg.l1_idle_timeout_seconds,
+        )
+
     def _backoff(self, failures: int) -> float:
-        return l1_schedule.backoff(failures, self._policy())
+        return l1_schedule.backoff(failures, self.cfg.l1_idle_timeout_seconds)
 
     # ------------------------------------------------------------------ capture / session end
 
@@ -412,44 +409,28 @@ class Pipeline:
                         self._sessions.pop((s.scope, s.key), None)  # forget idle sessions
                 self.redo.wake()
                 for sc in list(self._scopes.values()):
-                    if sc.due:
-                        if sc.due <= wall:
-                            self._fire_l2(sc, wall)
-                        else:
-                            wake = min(wake, mono + (sc.due - wall))
-                    if sc.l3_retry_at:
-                        if sc.l3_retry_at <= wall:
-                            sc.l3_retry_at = 0.0
-                            self._enqueue_l2(sc, "l3")
-                        else:
-                            wake = min(wake, mono + (sc.l3_retry_at - wall))
+                    l2_due, l3_due, at = l2_schedule.timers_fired(sc, wall)
+                    if l2_due:
+                        self._fire_l2(sc, wall)
+                    if l3_due:
+                        self._enqueue_l2(sc, "l3")
+                    if at is not None:
+                        wake = min(wake, mono + (at - wall))
                 self._cv.wait(max(0.01, wake - time.monotonic()))
 
-    def _fire_l2(self, sc: _Scope, wall: float) -> None:
-        kind, sc.due, sc.due_kind = sc.due_kind, 0.0, ""
-        window = self.cfg.session_active_window_hours * 3600
-        if kind == "max" and sc.last_active and wall - sc.last_active >= window:
-            log.info("L2 for scope %s not re-armed: inactive for over %sh", sc.scope, window / 3600)
-            return
-        self._enqueue_l2(sc, "l2")
+    def _fire_l2(self, sc: L2Scope, wall: float) -> None:
+        if l2_schedule.fire(sc, wall, self._l2_policy()):
+            self._enqueue_l2(sc, "l2")
+        else:
+            hours = self.cfg.session_active_window_hours
+            log.info("L2 for scope %s not re-armed: inactive for over %sh", sc.scope, hours)
 
-    def _l2_after_l1(self, sc: _Scope, now: float | None = None) -> float:
-        """New memories: L2 after the delay, but not before the minimum interval has passed.
-
-        The timer only ever moves earlier (a pending max-interval run is pulled forward)."""
+    def _l2_after_l1(self, sc: L2Scope, now: float | None = None) -> float:
+        """New memories: arm L2 (l2_schedule.after_l1); returns when it is due."""
         now = time.time() if now is None else now
-        desired = max(
-            now + self.cfg.l2_delay_after_l1_seconds,
-            sc.last_run + self.cfg.l2_min_interval_seconds,
-        )
-        self._arm_l2(sc, desired, "delay", only_earlier=True)
+        if l2_schedule.after_l1(sc, now, self._l2_policy()):
+            self._cv.notify_all()
         return sc.due
-
-    def _arm_l2(self, sc: _Scope, at: float, kind: str, only_earlier: bool) -> None:
-        if only_earlier and sc.due and sc.due <= at:
-            return
-        sc.due, sc.due_kind = at, kind
-        self._cv.notify_all()
 
     # ------------------------------------------------------------------ L1 worker
 
@@ -640,7 +621,7 @@ class Pipeline:
                     sc.running = None
                     self._cv.notify_all()
 
-    def _run_l2(self, sc: _Scope) -> None:
+    def _run_l2(self, sc: L2Scope) -> None:
         try:
             with (
                 self.store.claim_session(sc.scope, L2_CLAIM) as held,
@@ -658,10 +639,9 @@ class Pipeline:
             if not isinstance(e, StageFailure):
                 log.exception("L2 run for %s failed", sc.scope)
             with self._cv:
-                sc.failures += 1
                 self.stats["l2"].fail(f"{sc.scope}: {error}")
-                delay = self._backoff(sc.failures)
-                self._arm_l2(sc, time.time() + delay, "retry", only_earlier=False)
+                delay = l2_schedule.l2_failed(sc, time.time(), self._l2_policy())
+                self._cv.notify_all()
             log.warning(
                 "L2 for %s failed (attempt %d), retrying in %.0fs: %s",
                 sc.scope,
@@ -682,11 +662,9 @@ class Pipeline:
             return
         wall = time.time()
         with self._cv:
-            sc.failures = 0
             self.stats["l2"].ok()
-            if result.batches:
-                sc.last_run = wall
-            self._arm_l2(sc, wall + self.cfg.l2_max_interval_seconds, "max", only_earlier=False)
+            l2_schedule.l2_succeeded(sc, wall, bool(result.batches), self._l2_policy())
+            self._cv.notify_all()
         state.update_scope(self.store, sc.scope, l2_last_run=sc.last_run, l2_due_at=sc.due)
         if result.batches:
             log.info(
@@ -697,7 +675,7 @@ class Pipeline:
             )
             self._run_l3(sc)
 
-    def _run_l3(self, sc: _Scope) -> None:
+    def _run_l3(self, sc: L2Scope) -> None:
         try:
             ss = self.l2.scene_store(sc.scope)
             with self._llm_lock:
@@ -707,9 +685,8 @@ class Pipeline:
             if not isinstance(e, StageFailure):
                 log.exception("L3 run for %s failed", sc.scope)
             with self._cv:
-                sc.l3_failures += 1
                 self.stats["l3"].fail(f"{sc.scope}: {error}")
-                sc.l3_retry_at = time.time() + self._backoff(sc.l3_failures)
+                l2_schedule.l3_failed(sc, time.time(), self._l2_policy())
                 self._cv.notify_all()
             return
         with self._cv:

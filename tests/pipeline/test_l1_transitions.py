@@ -136,8 +136,7 @@ def test_more_chunks_requeue_instead_of_idling() -> None:
     ],
 )
 def test_backoff_doubles_from_a_twentieth_of_idle_capped(idle: float, expected: list[int]) -> None:
-    p = L1Policy(5, True, idle)
-    assert [t.backoff(n, p) for n in range(1, 8)] == expected
+    assert [t.backoff(n, idle) for n in range(1, 8)] == expected
 
 
 def test_failure_arms_retry_halves_window_on_truncation_and_success_resets() -> None:

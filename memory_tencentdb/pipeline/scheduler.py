@@ -8,6 +8,10 @@ Per session (scope + session key):
 - a failed run keeps its cursor and is retried with exponential backoff (never given up: the
   messages stay pending and ``/health`` shows the error).
 
+These per-session rules are pure functions in ``pipeline/l1_schedule.py`` (the per-scope L2/L3
+timers below in ``pipeline/l2_schedule.py``); this module holds the threads, queues and database
+writes around them.
+
 Per scope: L2 runs ``l2DelayAfterL1Seconds`` after an L1 that stored memories, but not sooner
 than ``l2MinIntervalSeconds`` after the previous L2; after each L2 a fallback run is armed
 ``l2MaxIntervalSeconds`` later, dropped when the scope has been inactive for longer than
@@ -26,16 +30,18 @@ import re
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.llm import LLMClient
-from memory_tencentdb.pipeline import state
+from memory_tencentdb.pipeline import l1_schedule, l2_schedule, state
 from memory_tencentdb.pipeline.host_redo import HostRedo
-from memory_tencentdb.pipeline.l1 import WINDOW_NEW, L1Extractor, StageFailure, next_chunk
+from memory_tencentdb.pipeline.l1 import L1Extractor, StageFailure, next_chunk
+from memory_tencentdb.pipeline.l1_schedule import L1Policy, L1Session
 from memory_tencentdb.pipeline.l2 import L2Result, L2Runner
+from memory_tencentdb.pipeline.l2_schedule import L2Policy, L2Scope
 from memory_tencentdb.pipeline.persona import PersonaRunner
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.records import L0Message, ScopeState, SessionBacklog, SessionState
@@ -47,7 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("memory_tencentdb.pipeline")
 
 MAX_CHUNKS_PER_RUN = 20
-MAX_BACKOFF_SECONDS = 600
 FLUSH_TIMEOUT_SECONDS = 20.0
 # On a database shared with other gateways: how often to look for work they left behind.
 SHARED_POLL_SECONDS = 2.0
@@ -93,44 +98,6 @@ class StageStats:
         }
 
 
-@dataclass
-class _Session:
-    scope: str
-    key: str
-    count: int = 0
-    threshold: int = 1
-    pending: int = 0
-    idle_at: float | None = None
-    retry_at: float | None = None
-    queued: bool = False
-    running: bool = False
-    failures: int = 0
-    window: int = WINDOW_NEW
-    runs_done: int = 0
-    last_ok: bool = True
-    last_error: str | None = None
-    last_active: float = 0.0
-    # Bumped by every capture. A run that found nothing left and saw no capture meanwhile sets
-    # ``pending`` to 0: the counter drifts when another path (the shared-database poll) starts a
-    # run between a capture's commit and its notification, which once left a session "pending"
-    # forever with nothing to extract.
-    captures: int = 0
-
-
-@dataclass
-class _Scope:
-    scope: str
-    due: float = 0.0  # epoch seconds, 0 = not armed
-    due_kind: str = ""  # delay | max | retry
-    last_run: float = 0.0
-    last_active: float = 0.0
-    queued: set[str] = field(default_factory=set)  # {"l2", "l3"}
-    running: str | None = None
-    failures: int = 0
-    l3_failures: int = 0
-    l3_retry_at: float = 0.0
-
-
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -155,8 +122,8 @@ class Pipeline:
         self.memories_stored = 0
         self._cv = threading.Condition()
         self._llm_lock = threading.Lock()  # one LLM call at a time across stages
-        self._sessions: dict[tuple[str, str], _Session] = {}
-        self._scopes: dict[str, _Scope] = {}
+        self._sessions: dict[tuple[str, str], L1Session] = {}
+        self._scopes: dict[str, L2Scope] = {}
         self._l1_queue: deque[tuple[str, str]] = deque()
         self._l2_queue: deque[tuple[str, str]] = deque()  # (stage, scope)
         self._last_recall: dict[str, float] = {}  # scope -> monotonic time of its last recall
@@ -248,7 +215,6 @@ class Pipeline:
 
         ``known=False`` (the shared-database poll) leaves alone the sessions this gateway is
         already running, queueing or timing."""
-        idle = self.cfg.l1_idle_timeout_seconds
         for b in backlog:
             if self._skipped(b.session_key):
                 continue
@@ -257,13 +223,11 @@ class Pipeline:
                 continue
             st = state.get_session(self.store, b.scope, b.session_key)
             s = self._session(b.scope, b.session_key, st)
-            s.pending = b.pending
-            s.count = max(s.count, b.user_messages, 1 if b.pending else 0)
             last = _epoch(b.last_recorded_at) or now
-            if st.plan or last + idle <= now or s.count >= self._threshold(s):
+            if l1_schedule.backlog_found(
+                s, b.pending, b.user_messages, bool(st.plan), last, now, mono, self._policy()
+            ):
                 self._enqueue_l1(s)
-            else:
-                s.idle_at = mono + (last + idle - now)
 
     def _shared_loop(self) -> None:
         """Several gateways on one database: find the work another one left (it stopped or was
@@ -284,21 +248,21 @@ class Pipeline:
 
     # ------------------------------------------------------------------ state helpers
 
-    def _session(self, scope: str, key: str, st: SessionState | None = None) -> _Session:
+    def _session(self, scope: str, key: str, st: SessionState | None = None) -> L1Session:
         s = self._sessions.get((scope, key))
         if s is None:
             if st is None:
                 st = state.get_session(self.store, scope, key)
             threshold = st.warmup_threshold if self.cfg.enable_warmup else 0
-            s = _Session(scope, key, threshold=threshold, last_error=st.last_error or None)
+            s = L1Session(scope, key, threshold=threshold, last_error=st.last_error or None)
             self._sessions[(scope, key)] = s
         return s
 
-    def _scope(self, scope: str, row: ScopeState | None = None) -> _Scope:
+    def _scope(self, scope: str, row: ScopeState | None = None) -> L2Scope:
         sc = self._scopes.get(scope)
         if sc is None:
             row = row or state.get_scope(self.store, scope)
-            sc = _Scope(
+            sc = L2Scope(
                 scope,
                 due=float(row.l2_due_at or 0),
                 due_kind="delay" if row.l2_due_at else "",
@@ -308,18 +272,22 @@ class Pipeline:
             self._scopes[scope] = sc
         return sc
 
-    def _threshold(self, s: _Session) -> int:
-        every = self.cfg.every_n_conversations
-        if not self.cfg.enable_warmup or s.threshold <= 0:
-            return every
-        return min(s.threshold, every)
+    def _policy(self) -> L1Policy:
+        return L1Policy(
+            every_n_conversations=self.cfg.every_n_conversations,
+            enable_warmup=self.cfg.enable_warmup,
+            idle_timeout_seconds=self.cfg.l1_idle_timeout_seconds,
+        )
+
+    def _threshold(self, s: L1Session) -> int:
+        return l1_schedule.threshold(s, self._policy())
 
     def _skipped(self, session_key: str) -> bool:
         if any(p.search(session_key) for p in BUILTIN_SKIP):
             return True
         return any(p.search(session_key) for p in self._exclude)
 
-    def _enqueue_l1(self, s: _Session, front: bool = False) -> None:
+    def _enqueue_l1(self, s: L1Session, front: bool = False) -> None:
         s.idle_at = None
         if s.queued or self._stopping:
             return
@@ -331,17 +299,24 @@ class Pipeline:
             self._l1_queue.append(item)
         self._cv.notify_all()
 
-    def _enqueue_l2(self, sc: _Scope, stage: str) -> None:
+    def _enqueue_l2(self, sc: L2Scope, stage: str) -> None:
         if stage in sc.queued or self._stopping:
             return
         sc.queued.add(stage)
         self._l2_queue.append((stage, sc.scope))
         self._cv.notify_all()
 
+    def _l2_policy(self) -> L2Policy:
+        return L2Policy(
+            delay_after_l1_seconds=self.cfg.l2_delay_after_l1_seconds,
+            min_interval_seconds=self.cfg.l2_min_interval_seconds,
+            max_interval_seconds=self.cfg.l2_max_interval_seconds,
+            active_window_hours=self.cfg.session_active_window_hours,
+            idle_timeout_seconds=self.cfg.l1_idle_timeout_seconds,
+        )
+
     def _backoff(self, failures: int) -> float:
-        """Retry delay: a twentieth of the idle timeout (1-30 s), doubling, capped at 10 min."""
-        base = max(1.0, min(30.0, self.cfg.l1_idle_timeout_seconds / 20))
-        return min(MAX_BACKOFF_SECONDS, base * (2 ** max(0, failures - 1)))
+        return l1_schedule.backoff(failures, self.cfg.l1_idle_timeout_seconds)
 
     # ------------------------------------------------------------------ capture / session end
 
@@ -356,18 +331,15 @@ class Pipeline:
             st = state.get_session(self.store, scope, session_key)
         with self._cv:
             s = self._session(scope, session_key, st)
-            s.count += 1
-            s.captures += 1
-            s.pending += len(rows)
-            s.failures = 0
-            s.last_active = time.time()
+            recalling = self._recalling(scope)
+            now = l1_schedule.captured(
+                s, len(rows), time.time(), time.monotonic(), recalling, self._policy()
+            )
             sc = self._scope(scope) if scope in self._scopes else None
             if sc is not None:
                 sc.last_active = s.last_active
-            if s.count >= self._threshold(s) or self._recalling(scope):
+            if now:
                 self._enqueue_l1(s)
-            elif not s.queued:
-                s.idle_at = time.monotonic() + self.cfg.l1_idle_timeout_seconds
             self._cv.notify_all()
 
     def _recalling(self, scope: str) -> bool:
@@ -428,65 +400,37 @@ class Pipeline:
                 mono, wall = time.monotonic(), time.time()
                 wake = mono + 5.0
                 for s in list(self._sessions.values()):
-                    for attr in ("idle_at", "retry_at"):
-                        at = getattr(s, attr)
-                        if at is None:
-                            continue
-                        if at <= mono:
-                            setattr(s, attr, None)
-                            if s.count > 0 or s.pending > 0 or attr == "retry_at":
-                                self._enqueue_l1(s)
-                        else:
-                            wake = min(wake, at)
-                    if (
-                        not s.queued
-                        and not s.running
-                        and s.pending <= 0
-                        and s.idle_at is None
-                        and s.retry_at is None
-                        and wall - s.last_active > 3600
-                    ):
+                    run, nxt = l1_schedule.timers_fired(s, mono)
+                    if run:
+                        self._enqueue_l1(s)
+                    if nxt is not None:
+                        wake = min(wake, nxt)
+                    if l1_schedule.forgettable(s, wall):
                         self._sessions.pop((s.scope, s.key), None)  # forget idle sessions
                 self.redo.wake()
                 for sc in list(self._scopes.values()):
-                    if sc.due:
-                        if sc.due <= wall:
-                            self._fire_l2(sc, wall)
-                        else:
-                            wake = min(wake, mono + (sc.due - wall))
-                    if sc.l3_retry_at:
-                        if sc.l3_retry_at <= wall:
-                            sc.l3_retry_at = 0.0
-                            self._enqueue_l2(sc, "l3")
-                        else:
-                            wake = min(wake, mono + (sc.l3_retry_at - wall))
+                    l2_due, l3_due, at = l2_schedule.timers_fired(sc, wall)
+                    if l2_due:
+                        self._fire_l2(sc, wall)
+                    if l3_due:
+                        self._enqueue_l2(sc, "l3")
+                    if at is not None:
+                        wake = min(wake, mono + (at - wall))
                 self._cv.wait(max(0.01, wake - time.monotonic()))
 
-    def _fire_l2(self, sc: _Scope, wall: float) -> None:
-        kind, sc.due, sc.due_kind = sc.due_kind, 0.0, ""
-        window = self.cfg.session_active_window_hours * 3600
-        if kind == "max" and sc.last_active and wall - sc.last_active >= window:
-            log.info("L2 for scope %s not re-armed: inactive for over %sh", sc.scope, window / 3600)
-            return
-        self._enqueue_l2(sc, "l2")
+    def _fire_l2(self, sc: L2Scope, wall: float) -> None:
+        if l2_schedule.fire(sc, wall, self._l2_policy()):
+            self._enqueue_l2(sc, "l2")
+        else:
+            hours = self.cfg.session_active_window_hours
+            log.info("L2 for scope %s not re-armed: inactive for over %sh", sc.scope, hours)
 
-    def _l2_after_l1(self, sc: _Scope, now: float | None = None) -> float:
-        """New memories: L2 after the delay, but not before the minimum interval has passed.
-
-        The timer only ever moves earlier (a pending max-interval run is pulled forward)."""
+    def _l2_after_l1(self, sc: L2Scope, now: float | None = None) -> float:
+        """New memories: arm L2 (l2_schedule.after_l1); returns when it is due."""
         now = time.time() if now is None else now
-        desired = max(
-            now + self.cfg.l2_delay_after_l1_seconds,
-            sc.last_run + self.cfg.l2_min_interval_seconds,
-        )
-        self._arm_l2(sc, desired, "delay", only_earlier=True)
+        if l2_schedule.after_l1(sc, now, self._l2_policy()):
+            self._cv.notify_all()
         return sc.due
-
-    def _arm_l2(self, sc: _Scope, at: float, kind: str, only_earlier: bool) -> None:
-        if only_earlier and sc.due and sc.due <= at:
-            return
-        sc.due, sc.due_kind = at, kind
-        self._cv.notify_all()
 
     # ------------------------------------------------------------------ L1 worker
 
@@ -500,10 +444,7 @@ class Pipeline:
                     return
                 scope, key = self._l1_queue.popleft()
                 s = self._session(scope, key)
-                s.queued = False
-                s.running = True
-                counted = s.count
-                seen = s.captures
+                counted, seen = l1_schedule.run_started(s)
             ok, error, stored, truncated = True, None, 0, False
             started = time.monotonic()
             try:
@@ -523,20 +464,19 @@ class Pipeline:
                     log.exception("L1 run for %s/%s failed", scope, key)
             writes: list[Any] = []
             with self._cv:
-                s.running = False
-                s.runs_done += 1
-                s.last_ok = ok
                 if ok:
                     self.stats["l1"].ok()
-                    s.failures, s.last_error, s.window = 0, None, WINDOW_NEW
-                    s.count = max(0, s.count - counted)
-                    if counted and self.cfg.enable_warmup and s.threshold > 0:
-                        nxt = s.threshold * 2
-                        s.threshold = 0 if nxt >= self.cfg.every_n_conversations else nxt
-                        th = s.threshold
+                    done = l1_schedule.run_succeeded(
+                        s, counted, seen, more, time.monotonic(), self._policy()
+                    )
+                    if done.warmup_threshold is not None:
                         writes.append(
                             partial(
-                                state.update_session, self.store, scope, key, warmup_threshold=th
+                                state.update_session,
+                                self.store,
+                                scope,
+                                key,
+                                warmup_threshold=done.warmup_threshold,
                             )
                         )
                     if stored:
@@ -545,20 +485,13 @@ class Pipeline:
                         sc.last_active = max(sc.last_active, s.last_active)
                         due = self._l2_after_l1(sc)
                         writes.append(partial(state.update_scope, self.store, scope, l2_due_at=due))
-                    if not more and s.captures == seen:
-                        s.pending = 0  # the store had nothing past the cursor
-                    if more:
+                    if done.enqueue:
                         self._enqueue_l1(s)
-                    elif s.count > 0 and s.idle_at is None and not s.queued:
-                        s.idle_at = time.monotonic() + self.cfg.l1_idle_timeout_seconds
                 else:
                     self.stats["l1"].fail(f"{scope}/{key}: {error}")
-                    s.failures += 1
-                    s.last_error = error
-                    if truncated:
-                        s.window = max(1, s.window // 2)
-                    delay = self._backoff(s.failures)
-                    s.retry_at = time.monotonic() + delay
+                    delay = l1_schedule.run_failed(
+                        s, error, truncated, time.monotonic(), self._policy()
+                    )
                     log.warning(
                         "L1 for %s/%s failed (attempt %d), retrying in %.0fs: %s",
                         scope,
@@ -585,7 +518,7 @@ class Pipeline:
                 except Exception:  # noqa: BLE001 - bookkeeping only; the cursor is safe
                     log.exception("could not record pipeline state")
 
-    def _run_l1(self, s: _Session) -> tuple[int, bool]:
+    def _run_l1(self, s: L1Session) -> tuple[int, bool]:
         """Process pending chunks of one session; returns (memories stored, more pending).
 
         The session is claimed in the store first: on a database shared by several gateways
@@ -596,7 +529,7 @@ class Pipeline:
                 return 0, False
             return self._run_l1_claimed(s)
 
-    def _run_l1_claimed(self, s: _Session) -> tuple[int, bool]:
+    def _run_l1_claimed(self, s: L1Session) -> tuple[int, bool]:
         st = state.get_session(self.store, s.scope, s.key)
         cursor, scene = st.l1_cursor, st.last_scene_name
         stored = 0
@@ -645,7 +578,7 @@ class Pipeline:
             self.l1.llm = llm
 
     def _apply(
-        self, s: _Session, plan: dict[str, Any], cursor: int, rows: int | None = None
+        self, s: L1Session, plan: dict[str, Any], cursor: int, rows: int | None = None
     ) -> int:
         n = self.l1.apply(plan, s.scope)
         state.complete_chunk(
@@ -688,7 +621,7 @@ class Pipeline:
                     sc.running = None
                     self._cv.notify_all()
 
-    def _run_l2(self, sc: _Scope) -> None:
+    def _run_l2(self, sc: L2Scope) -> None:
         try:
             with (
                 self.store.claim_session(sc.scope, L2_CLAIM) as held,
@@ -706,10 +639,9 @@ class Pipeline:
             if not isinstance(e, StageFailure):
                 log.exception("L2 run for %s failed", sc.scope)
             with self._cv:
-                sc.failures += 1
                 self.stats["l2"].fail(f"{sc.scope}: {error}")
-                delay = self._backoff(sc.failures)
-                self._arm_l2(sc, time.time() + delay, "retry", only_earlier=False)
+                delay = l2_schedule.l2_failed(sc, time.time(), self._l2_policy())
+                self._cv.notify_all()
             log.warning(
                 "L2 for %s failed (attempt %d), retrying in %.0fs: %s",
                 sc.scope,
@@ -730,11 +662,9 @@ class Pipeline:
             return
         wall = time.time()
         with self._cv:
-            sc.failures = 0
             self.stats["l2"].ok()
-            if result.batches:
-                sc.last_run = wall
-            self._arm_l2(sc, wall + self.cfg.l2_max_interval_seconds, "max", only_earlier=False)
+            l2_schedule.l2_succeeded(sc, wall, bool(result.batches), self._l2_policy())
+            self._cv.notify_all()
         state.update_scope(self.store, sc.scope, l2_last_run=sc.last_run, l2_due_at=sc.due)
         if result.batches:
             log.info(
@@ -745,7 +675,7 @@ class Pipeline:
             )
             self._run_l3(sc)
 
-    def _run_l3(self, sc: _Scope) -> None:
+    def _run_l3(self, sc: L2Scope) -> None:
         try:
             ss = self.l2.scene_store(sc.scope)
             with self._llm_lock:
@@ -755,9 +685,8 @@ class Pipeline:
             if not isinstance(e, StageFailure):
                 log.exception("L3 run for %s failed", sc.scope)
             with self._cv:
-                sc.l3_failures += 1
                 self.stats["l3"].fail(f"{sc.scope}: {error}")
-                sc.l3_retry_at = time.time() + self._backoff(sc.l3_failures)
+                l2_schedule.l3_failed(sc, time.time(), self._l2_policy())
                 self._cv.notify_all()
             return
         with self._cv:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from memory_tencentdb.embedding import EmbeddingError, load_embedders
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
 from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
 
@@ -80,7 +80,7 @@ def lower_thread_priority(step: int = BACKGROUND_NICE) -> None:
 class Vectorizer:
     """Owns the embedders, their load state, and the background fill loop."""
 
-    def __init__(self, store: Store, cfg: Any, index_backends: dict[str, str]) -> None:
+    def __init__(self, store: MemoryStore, cfg: Any, index_backends: dict[str, str]) -> None:
         self.store = store
         self.cfg = cfg
         self.index_backends = index_backends

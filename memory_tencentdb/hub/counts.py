@@ -13,8 +13,6 @@ import threading
 import time
 from typing import Any
 
-from memory_tencentdb.store import hub_queries
-
 TTL_S = 60.0
 MAX_SCOPES = 256
 
@@ -25,13 +23,13 @@ class TypeCounts:
         self._lock = threading.Lock()
 
     def get(self, store: Any, scope: str) -> list[tuple[str, int, int]]:
-        stamp = hub_queries.l1_fingerprint(store, scope)
+        stamp = store.l1_fingerprint(scope)
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(scope)
         if hit is not None and hit[0] == stamp and now - hit[1] < TTL_S:
             return hit[2]
-        counts = hub_queries.type_priority_counts(store, scope)
+        counts = store.type_priority_counts(scope)
         with self._lock:
             if len(self._cache) >= MAX_SCOPES:
                 self._cache.pop(next(iter(self._cache)))

@@ -37,7 +37,7 @@ from memory_tencentdb.pipeline.host_redo import HostRedo
 from memory_tencentdb.pipeline.l1 import WINDOW_NEW, L1Extractor, StageFailure, next_chunk
 from memory_tencentdb.pipeline.l2 import L2Result, L2Runner
 from memory_tencentdb.pipeline.persona import PersonaRunner
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import L0Message, ScopeState, SessionBacklog, SessionState
 from memory_tencentdb.vectorizer import Vectorizer, mark_background
 
@@ -133,7 +133,9 @@ def _now_iso() -> str:
 
 
 class Pipeline:
-    def __init__(self, store: Store, vectorizer: Vectorizer, settings: Any, tz: tzinfo) -> None:
+    def __init__(
+        self, store: MemoryStore, vectorizer: Vectorizer, settings: Any, tz: tzinfo
+    ) -> None:
         self.store = store
         self.vectorizer = vectorizer
         self.settings = settings

@@ -3,8 +3,8 @@
 ``sqlite`` (the default) keeps the index in ``<data dir>/memory.db``, embedded, one gateway per
 data directory. ``postgres`` keeps it in a PostgreSQL database with pgvector that several
 gateways share (team memory); each gateway still journals to the files of its own data
-directory. Both return an object with the same methods (``Store`` and its subclass
-``PostgresStore``), so nothing above ``store/`` knows which one it has.
+directory. Both return a ``MemoryStore`` (``base.py``): ``Store`` and ``PostgresStore``, so
+nothing above ``store/`` knows which one it has.
 """
 
 from __future__ import annotations
@@ -14,19 +14,20 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.errors import StoreUnavailable
 
 __all__ = ["BACKENDS", "StoreUnavailable", "open_store"]
 
-Opener = Callable[[Path, tzinfo, Any], Store]
+Opener = Callable[[Path, tzinfo, Any], MemoryStore]
 
 
-def _open_sqlite(data_dir: Path, tz: tzinfo, settings: Any) -> Store:
+def _open_sqlite(data_dir: Path, tz: tzinfo, settings: Any) -> MemoryStore:
     return Store(data_dir, tz)
 
 
-def _open_postgres(data_dir: Path, tz: tzinfo, settings: Any) -> Store:
+def _open_postgres(data_dir: Path, tz: tzinfo, settings: Any) -> MemoryStore:
     # Imported here: psycopg is an optional dependency (``memory-tencentdb[postgres]``).
     from memory_tencentdb.store.postgres import PostgresStore
 
@@ -36,7 +37,7 @@ def _open_postgres(data_dir: Path, tz: tzinfo, settings: Any) -> Store:
 BACKENDS: dict[str, Opener] = {"sqlite": _open_sqlite, "postgres": _open_postgres}
 
 
-def open_store(settings: Any, tz: tzinfo, data_dir: Path | None = None) -> Store:
+def open_store(settings: Any, tz: tzinfo, data_dir: Path | None = None) -> MemoryStore:
     """The store ``settings.store_backend`` names, over ``data_dir`` (default: the settings')."""
     name = getattr(settings, "store_backend", "sqlite") or "sqlite"
     try:

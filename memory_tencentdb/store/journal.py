@@ -250,14 +250,7 @@ def check_journal(store: Any, database_was_new: bool = False) -> JournalReport:
 
 
 def _missing_l0(store: Any, lines: list[dict[str, Any]], rel: str) -> int:
-    ids = [line["record_id"] for line in lines]
-    marks = ",".join("?" * len(ids))
-    have = {
-        row[0]
-        for row in store.reader()
-        .execute(f"SELECT id FROM l0_messages WHERE id IN ({marks})", ids)
-        .fetchall()
-    }
+    have = store.existing_ids("l0", [line["record_id"] for line in lines])
     missing = [line for line in lines if line["record_id"] not in have]
     return index_l0_batch(store, missing, rel) if missing else 0
 

@@ -10,9 +10,8 @@ affects, so the database never says "done" for work that was not applied.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from memory_tencentdb.store.records import (
@@ -150,17 +149,6 @@ class PipelineTables:
         conn.execute(
             f"UPDATE {table} SET {', '.join(sets)} WHERE {where}", (*params, *keys.values())
         )
-
-    # ----------------------------------------------------------------- claims
-
-    @contextlib.contextmanager
-    def claim_session(self, scope: str, session_key: str) -> Iterator[bool]:
-        """Hold the right to extract one session's pending messages; yields whether it is held.
-
-        One SQLite data directory is served by one gateway (its index lock), so the claim is
-        always granted here; the PostgreSQL backend takes a row lock that another gateway skips.
-        """
-        yield True
 
     # ----------------------------------------------------------------- L1 reads
 

@@ -35,12 +35,13 @@ from typing import Any
 import psycopg
 
 from memory_tencentdb.store import files
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.connection import Binding
 from memory_tencentdb.store.db import Store, keeps_index_entry, now_iso
 from memory_tencentdb.store.errors import StoreUnavailable
 from memory_tencentdb.store.pg_migrations import migrate
 from memory_tencentdb.store.pg_vector import EF_SEARCH, PgVectorIndex, pg_vector_table
-from memory_tencentdb.store.records import KeywordHit
+from memory_tencentdb.store.records import KeywordHit, L0Message
 from memory_tencentdb.store.vector_index import VectorIndex
 from memory_tencentdb.text import tokenize
 
@@ -214,7 +215,7 @@ def _session_lock_key(scope: str, session_key: str) -> str:
 
 
 class PostgresStore(Store):
-    """``Store`` over a PostgreSQL database shared by several gateways."""
+    """The PostgreSQL ``MemoryStore``: ``Store`` over a database shared by several gateways."""
 
     backend = "postgres"
     _insert_ignore = "INSERT INTO"
@@ -428,9 +429,7 @@ class PostgresStore(Store):
         if row is not None and status != "active":
             self._drop_from_indexes("l1", [int(row[0])])
 
-    def l0_after(
-        self, scope: str, session_key: str, after_seq: int, limit: int
-    ) -> list[dict[str, Any]]:
+    def l0_after(self, scope: str, session_key: str, after_seq: int, limit: int) -> list[L0Message]:
         """As on SQLite, but never past a message another gateway has numbered and not yet
         committed: sequence numbers are handed out before commit, so a cursor moved past a
         later-numbered row that committed first would skip the earlier one for good. Captures
@@ -646,3 +645,46 @@ class PostgresStore(Store):
         finally:
             with contextlib.suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
+
+    # ----------------------------------------------------------------- admin
+
+    def _delete_rows(self, layer: str, ids: list[str]) -> int:
+        """Remove rows of one layer by id (their tokens are a column of the row itself), then
+        from the vector indexes."""
+        table = {"l0": "l0_messages", "l1": "l1_memories"}[layer]
+
+        def write(conn: Any) -> list[int]:
+            removed: list[int] = []
+            for i in range(0, len(ids), 500):
+                rows = conn.execute(
+                    f"DELETE FROM {table} WHERE id = ANY(?) RETURNING rowid", (ids[i : i + 500],)
+                ).fetchall()
+                removed += [int(r[0]) for r in rows]
+            return removed
+
+        removed = self._transaction(write)
+        if removed:
+            self._drop_from_indexes(layer, removed)
+        return len(removed)
+
+    def vacuum(self) -> None:
+        """Nothing: a server's storage is its administrator's (``VACUUM FULL``)."""
+        MemoryStore.vacuum(self)
+
+    def drop_vector_indexes(self) -> list[str]:
+        """None: the pgvector tables are shared by every gateway on the database."""
+        return MemoryStore.drop_vector_indexes(self)
+
+    def text_in_live_rows(self, text: str) -> bool:
+        conn = self.reader()
+        if conn.execute(
+            "SELECT 1 FROM l1_memories WHERE status != 'deleted' AND strpos(content, ?) > 0"
+            " LIMIT 1",
+            (text,),
+        ).fetchone():
+            return True
+        return bool(
+            conn.execute(
+                "SELECT 1 FROM l0_messages WHERE strpos(content, ?) > 0 LIMIT 1", (text,)
+            ).fetchone()
+        )

@@ -41,6 +41,7 @@ INTERFACE = sorted(
     for name, value in vars(MemoryStore).items()
     if callable(value) and not name.startswith("_")
 )
+_ATTRIBUTES = ("backend", "shared", "vector_index_kind", "data_dir", "tz")
 _called: dict[str, set[str]] = defaultdict(set)
 
 
@@ -54,7 +55,7 @@ class _Through:
         self.reopen = reopen  # another store over the same data (a second process's view)
 
     def __getattr__(self, name: str) -> Any:
-        if name not in INTERFACE and name not in ("backend", "data_dir", "tz"):
+        if name not in INTERFACE and name not in _ATTRIBUTES:
             raise AttributeError(f"{name} is not part of MemoryStore")
         if name in INTERFACE:
             _called[self._backend].add(name)
@@ -109,6 +110,13 @@ def _memory(scope: str, content: str, **kw: Any) -> Memory:
 
 
 # --------------------------------------------------------------------------- lifecycle
+
+
+def test_a_new_store_is_healthy_and_says_what_it_is(store: Any):
+    assert store.problems() == []
+    # Only a store several gateways share claims sessions and names one vector index kind.
+    assert store.shared is (store.backend == "postgres")
+    assert store.vector_index_kind == ("pgvector" if store.shared else None)
 
 
 def test_meta_and_transactions(store: Any):

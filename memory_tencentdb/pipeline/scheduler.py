@@ -200,7 +200,7 @@ class Pipeline:
             ("pipeline-l1", self._l1_loop),
             ("pipeline-l2", self._l2_loop),
         ]
-        if self.enabled and getattr(self.store, "backend", "sqlite") != "sqlite":
+        if self.enabled and self.store.shared:
             loops.append(("pipeline-shared", self._shared_loop))
         for name, target in loops:
             t = threading.Thread(target=target, name=name, daemon=True)

@@ -51,6 +51,11 @@ class MemoryStore(abc.ABC):
     """What a gateway's services need of a store (see the module docstring for the concerns)."""
 
     backend: ClassVar[str]  # the registry's name: "sqlite" or "postgres"
+    # Several gateways share this store: each claims a session's work (``claim_session``), and
+    # one gateway's pipeline also runs the work another left (the scheduler's shared loop).
+    shared: ClassVar[bool] = False
+    # The one vector index kind the store always uses (None: ``open_index`` picks per layer).
+    vector_index_kind: ClassVar[str | None] = None
     data_dir: Path  # the gateway's data directory (its journal files)
     tz: tzinfo  # the day boundaries of the journal files
     db_path: Path  # SQLite's database file (a PostgreSQL store keeps none there)
@@ -66,6 +71,11 @@ class MemoryStore(abc.ABC):
     def transaction(self) -> AbstractContextManager[None]:
         """Every store write inside the block commits together, or none does (it raises).
         Nested blocks join the outer one; other threads' writes wait until it ends."""
+
+    def problems(self) -> list[str]:
+        """What is wrong with the store now, for the gateway's health (its degraded reasons).
+        Default: nothing a store can see by itself."""
+        return []
 
     @abc.abstractmethod
     def get_meta(self, key: str) -> str | None: ...

@@ -28,6 +28,7 @@ from memory_tencentdb.store.admin import AdminQueries
 from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.connection import Binding, choose_binding, connect
 from memory_tencentdb.store.hub_queries import HubQueries
+from memory_tencentdb.store.journal import db_identity
 from memory_tencentdb.store.migrations import migrate
 from memory_tencentdb.store.pipeline_tables import PipelineTables
 from memory_tencentdb.store.records import (
@@ -154,6 +155,7 @@ class Store(PipelineTables, AdminQueries, HubQueries, MemoryStore):
         self._index_lock = threading.Lock()
         self._row_listeners: list[Any] = []
         self._check_tokenizer()
+        self._db_identity = db_identity(self.db_path)
 
     # ----------------------------------------------------------------- connections
 
@@ -177,6 +179,14 @@ class Store(PipelineTables, AdminQueries, HubQueries, MemoryStore):
             with contextlib.suppress(self.binding.Error):
                 self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.writer.close()
+
+    def problems(self) -> list[str]:
+        if db_identity(self.db_path) != self._db_identity:
+            return [
+                "memory.db was deleted or replaced while the gateway runs: new writes go to the"
+                " journal and the old index; restart the gateway to rebuild it from the journal"
+            ]
+        return []
 
     def set_meta(self, key: str, value: str) -> None:
         self._set_meta(key, value)

@@ -1,7 +1,8 @@
 """The pipeline's SQL: its state tables (migration 2) and the reads the L1/L2/L3 stages need.
 
 A mixin of the store (``Store`` and ``PostgresStore`` share it: the statements are plain SQL
-both dialects accept; the few that differ are overridden by the backend). Services call these
+both dialects accept, ``INSERT ... ON CONFLICT DO NOTHING`` included; the few that differ are
+overridden by the backend). Services call these
 named methods and get typed records (``records.py``); they never see a connection.
 
 Every change that records progress happens in one transaction, together with the counters it
@@ -45,10 +46,6 @@ def _cols(values: dict[str, Any]) -> dict[str, Any]:
 
 class PipelineTables:
     """Named pipeline-state operations; needs ``reader()``, ``_transaction(fn)``, ``_now()``."""
-
-    # Overridden where a backend words these differently.
-    _insert_ignore = "INSERT OR IGNORE INTO"
-    _ignore_tail = ""
 
     reader: Callable[[], Any]
     _transaction: Callable[[Callable[[Any], Any]], Any]
@@ -133,8 +130,8 @@ class PipelineTables:
 
         key_cols = list(keys)
         conn.execute(
-            f"{self._insert_ignore} {table} ({', '.join(key_cols)}, updated_at)"
-            f" VALUES ({', '.join('?' * len(key_cols))}, ?){self._ignore_tail}",
+            f"INSERT INTO {table} ({', '.join(key_cols)}, updated_at)"
+            f" VALUES ({', '.join('?' * len(key_cols))}, ?) ON CONFLICT DO NOTHING",
             (*keys.values(), now_iso()),
         )
         sets, params = ["updated_at = ?"], [now_iso()]

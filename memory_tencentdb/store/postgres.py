@@ -218,8 +218,8 @@ class PostgresStore(Store):
     """The PostgreSQL ``MemoryStore``: ``Store`` over a database shared by several gateways."""
 
     backend = "postgres"
-    _insert_ignore = "INSERT INTO"
-    _ignore_tail = " ON CONFLICT DO NOTHING"
+    shared = True
+    vector_index_kind = "pgvector"
 
     def __init__(self, data_dir: Path, tz: tzinfo, dsn: str) -> None:
         self.data_dir = Path(data_dir)
@@ -328,6 +328,10 @@ class PostgresStore(Store):
             ident = uuid.uuid4().hex[:16]
             files.write_atomic(path, ident + "\n")
             return ident
+
+    def problems(self) -> list[str]:
+        """None of SQLite's (no database file here to be deleted under the gateway)."""
+        return MemoryStore.problems(self)
 
     def _meta_key(self, key: str) -> str:
         return f"journal@{self.journal_id}:{key[8:]}" if key.startswith("journal:") else key

@@ -48,7 +48,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from memory_tencentdb.operations import transfer
     from memory_tencentdb.operations.purge import purge
-    from memory_tencentdb.store import admin
     from memory_tencentdb.store.db import Store
     from memory_tencentdb.text import tokenize
 
@@ -94,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ids = [f"m_bench_{j:06d}" for j in range(0, n, 100)]  # 1%
         t0 = time.perf_counter()
-        admin.append_tombstones(store, ids, "bench")
+        store.append_tombstones(ids, "bench")
         forget_s = time.perf_counter() - t0
     finally:
         store.close()

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from memory_tencentdb.store.db import L0Input, Store
-from memory_tencentdb.store.records import L0Message
+from memory_tencentdb.store.base import MemoryStore
+from memory_tencentdb.store.records import L0Input, L0Message
 from memory_tencentdb.text.sanitize import clean_captured, is_noise
 
 CAPTURED_ROLES = ("user", "assistant", "tool")
@@ -140,7 +140,7 @@ def _speaker(m: dict[str, Any], role: str) -> str:
 
 
 def capture(
-    store: Store,
+    store: MemoryStore,
     scope: str,
     session_key: str,
     session_id: str,
@@ -156,7 +156,7 @@ def capture(
     return rows
 
 
-def _drop_already_captured(store: Store, inputs: list[L0Input]) -> list[L0Input]:
+def _drop_already_captured(store: MemoryStore, inputs: list[L0Input]) -> list[L0Input]:
     """A host that retries a turn sends the same message ids again: keep the first copy."""
     with_ids = [m for m in inputs if m.message_id]
     if not with_ids:

@@ -72,7 +72,6 @@ class Engine:
         self.store = open_store(settings, self.tz)
         # Before anything reads or writes: torn tails repaired, unindexed lines indexed.
         self.journal = journal.check_journal(self.store, database_was_new=rebuild)
-        self._db_inode = journal.db_identity(self.store.db_path)
         self.retention = RetentionScheduler(self.store, settings)
         self.auth = ownership.gateway_auth(settings.server, self.data_dir)
         self.backends = index_backends()
@@ -358,14 +357,7 @@ class Engine:
     # ------------------------------------------------------------------ health
 
     def degraded(self) -> list[str]:
-        reasons = []
-        if self.store.backend == "sqlite" and (
-            journal.db_identity(self.store.db_path) != self._db_inode
-        ):
-            reasons.append(
-                "memory.db was deleted or replaced while the gateway runs: new writes go to the"
-                " journal and the old index; restart the gateway to rebuild it from the journal"
-            )
+        reasons = self.store.problems()
         b = self.store.binding
         if not b.vec_available:
             reasons.append(f"sqlite-vec unavailable ({b.reason}); vectors searched with numpy")
@@ -416,8 +408,9 @@ class Engine:
         index = {
             layer: self._index_kind(layer, backend) for layer, backend in self.backends.items()
         }
-        if self.store.backend == "postgres":  # pgvector for both layers (shared by gateways)
-            index = {layer: "none" if v.state != "ready" else "pgvector" for layer in index}
+        kind = self.store.vector_index_kind  # one kind for both layers (pgvector: shared)
+        if kind is not None:
+            index = {layer: "none" if v.state != "ready" else kind for layer in index}
         emb_cfg = self.settings.memory.embedding
         return {
             "status": "degraded" if degraded else "ok",

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from memory_tencentdb.store.db import Store, new_id, now_iso
+from memory_tencentdb.store.base import MemoryStore
+from memory_tencentdb.store.db import new_id, now_iso
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.vectorizer import Vectorizer
 
 
 def write_memory(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     *,
     content: str,
@@ -54,7 +55,7 @@ def write_memory(
     return stored
 
 
-def memory_with_trace(store: Store, memory_id: str, scope: str) -> dict[str, Any] | None:
+def memory_with_trace(store: MemoryStore, memory_id: str, scope: str) -> dict[str, Any] | None:
     """A memory of ``scope``, the raw messages it came from, what replaced it and what it
     replaced. Another scope's memory is None (not found), exactly like a missing id."""
     row = store.memory_by_id(memory_id)

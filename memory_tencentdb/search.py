@@ -10,14 +10,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_tencentdb.retrieval import Hits, newer_first, retrieve
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
 
 
 def search_memories(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     query: str,
     scope: str,
@@ -78,7 +78,7 @@ def search_memories(
 
 
 def search_conversations(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     query: str,
     scope: str,
@@ -130,7 +130,7 @@ def search_conversations(
 
 
 def _across(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     layer: str,
     scopes: tuple[str, ...],

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memory_tencentdb.embedding import Embedder, EmbeddingError, load_embedders
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
 from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
 
@@ -84,7 +84,7 @@ class Vectorizer:
     """Owns the embedders, their load state, and the background fill loop."""
 
     def __init__(
-        self, store: Store, cfg: EmbeddingSettings, index_backends: dict[str, str]
+        self, store: MemoryStore, cfg: EmbeddingSettings, index_backends: dict[str, str]
     ) -> None:
         self.store = store
         self.cfg = cfg

@@ -180,6 +180,8 @@ def test_killed_gateway_loses_nothing_and_the_other_finishes(pair: Pair):
     assert sorted(_memories(pair.a, scope, "spare key flowerpot 设计组 开会")) == sorted(facts)
     health = httpx.get(pair.a.base_url + "/health", timeout=10).json()
     assert health["pipeline"]["backlog"]["l1_queued"] == 0
+    # One vector index kind for both layers, whatever the SQLite index settings say.
+    assert health["vector_index"] == {"l1": "pgvector", "l0": "pgvector"}
 
 
 def _serve(tmp_path, **env: str) -> subprocess.CompletedProcess[str]:

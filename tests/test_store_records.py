@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from memory_tencentdb.store import admin
 from memory_tencentdb.store.db import L0Input, Store
 from memory_tencentdb.store.records import KeywordHit, L0Message, Memory
 from tests.support import postgres
@@ -154,8 +153,8 @@ def test_store_returns_memories_with_the_api_names(store: Store, tmp_path: Path)
     assert store.memories_by_ids(["m_tea", "m_none"]) == [first]
     assert store.l1_after("s1", 0, 10) == [first]
     assert store.top_memories("s1", "persona", 5) == [first]
-    assert list(admin.iter_memories(store, "s1")) == [first]
-    assert admin.list_memories(store, "s1") == [first]
+    assert list(store.iter_memories("s1")) == [first]
+    assert store.list_memories("s1") == [first]
     hits = store.keyword_search("l1", "s1", ["green", "tea"], 5)
     assert hits and type(hits[0]) is KeywordHit and hits[0].seq == first.seq
     seq, score = hits[0]

@@ -13,10 +13,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from memory_tencentdb.store import hub_queries
-
 if TYPE_CHECKING:
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.base import MemoryStore
 
 TTL_S = 60.0
 MAX_SCOPES = 256
@@ -27,14 +25,14 @@ class TypeCounts:
         self._cache: dict[str, tuple[tuple[int, int], float, list[tuple[str, int, int]]]] = {}
         self._lock = threading.Lock()
 
-    def get(self, store: Store, scope: str) -> list[tuple[str, int, int]]:
-        stamp = hub_queries.l1_fingerprint(store, scope)
+    def get(self, store: MemoryStore, scope: str) -> list[tuple[str, int, int]]:
+        stamp = store.l1_fingerprint(scope)
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(scope)
         if hit is not None and hit[0] == stamp and now - hit[1] < TTL_S:
             return hit[2]
-        counts = hub_queries.type_priority_counts(store, scope)
+        counts = store.type_priority_counts(scope)
         with self._lock:
             if len(self._cache) >= MAX_SCOPES:
                 self._cache.pop(next(iter(self._cache)))

@@ -24,7 +24,6 @@ from memory_tencentdb.hub.counts import TypeCounts
 from memory_tencentdb.hub.sessions import SESSION_PREFIX, HubSessions, key_digest
 from memory_tencentdb.operations import browse
 from memory_tencentdb.operations.browse import BadRequest
-from memory_tencentdb.store import hub_queries
 
 PAGE = 50
 
@@ -96,7 +95,7 @@ def hub_router(engine: Engine, sessions: HubSessions) -> APIRouter:
             entry = by_type.setdefault(type_, {"type": type_, "count": 0, "priorities": {}})
             entry["count"] += n
             entry["priorities"][str(priority)] = n
-        total = hub_queries.session_count(engine.store, name)
+        total = engine.store.session_count(name)
         persona = browse.persona(engine.data_dir, name)
         scenes = browse.scenes(engine.data_dir, name)["scenes"]
         return {
@@ -125,11 +124,10 @@ def hub_router(engine: Engine, sessions: HubSessions) -> APIRouter:
         for s in browse.scenes(engine.data_dir, name)["scenes"]:
             if s["filename"] == filename:
                 quoted = [ln[2:].strip() for ln in s["content"].splitlines() if ln.startswith("- ")]
-                rows = hub_queries.memories_with_content(engine.store, name, quoted, 200)
+                rows = engine.store.memories_with_content(name, quoted, 200)
                 label = filename.removesuffix(".md")
                 seen = {r.id for r in rows}
-                for r in hub_queries.memories_page(
-                    engine.store,
+                for r in engine.store.memories_page(
                     name,
                     type_=None,
                     scene=label,
@@ -158,8 +156,7 @@ def hub_router(engine: Engine, sessions: HubSessions) -> APIRouter:
             return _bad(f"type: must be persona, episodic or instruction, got {type!r}")
         if cursor and not cursor.isdigit():
             return _bad(f"cursor: not a cursor this gateway gave out: {cursor!r}")
-        rows = hub_queries.memories_page(
-            engine.store,
+        rows = engine.store.memories_page(
             name,
             type_=type or None,
             scene=scene or None,
@@ -183,7 +180,7 @@ def hub_router(engine: Engine, sessions: HubSessions) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=200)] = PAGE,
     ) -> Any:
         name = access.readable(request, scope, None)
-        total, rows = hub_queries.conversation_sessions(engine.store, name, limit, offset)
+        total, rows = engine.store.conversation_sessions(name, limit, offset)
         return {"scope": name, "total": total, "offset": offset, "sessions": rows}
 
     @router.get("/conversations/messages")
@@ -195,7 +192,7 @@ def hub_router(engine: Engine, sessions: HubSessions) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
     ) -> Any:
         name = access.readable(request, scope, None)
-        rows = hub_queries.session_messages(engine.store, name, session_key, after, limit + 1)
+        rows = engine.store.session_messages(name, session_key, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
         return {

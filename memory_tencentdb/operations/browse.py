@@ -10,7 +10,7 @@ from typing import Any
 from memory_tencentdb.pipeline import layout
 from memory_tencentdb.pipeline.scenes import META_END, parse_scene, strip_navigation
 from memory_tencentdb.store import admin
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import Memory
 
 MAX_PAGE = 1000
@@ -56,7 +56,7 @@ def public_memory(memory: Memory) -> dict[str, Any]:
 
 
 def list_memories(
-    store: Store,
+    store: MemoryStore,
     scope: str,
     *,
     type_: str | None = None,
@@ -82,8 +82,7 @@ def list_memories(
         if not cursor.isdigit():
             raise BadRequest(f"cursor: not a cursor this gateway gave out: {cursor!r}")
         before = int(cursor)
-    rows = admin.list_memories(
-        store,
+    rows = store.list_memories(
         scope,
         type_=type_,
         status=status,
@@ -102,10 +101,10 @@ def list_memories(
     }
 
 
-def scopes(store: Store, data_dir: Path) -> list[dict[str, Any]]:
+def scopes(store: MemoryStore, data_dir: Path) -> list[dict[str, Any]]:
     """Each scope with its memory, history and message counts, scenes and persona."""
     out = []
-    for sc in admin.scope_counts(store):
+    for sc in store.scope_counts():
         root = layout.scope_root(data_dir, sc.scope)
         scenes = list(layout.scene_dir(root).glob("*.md"))
         out.append(

@@ -20,8 +20,8 @@ from typing import Any
 
 from memory_tencentdb.operations.browse import BadRequest, NotFound, public_memory
 from memory_tencentdb.pipeline import layout, state
-from memory_tencentdb.store import admin
-from memory_tencentdb.store.db import Store, now_iso
+from memory_tencentdb.store.base import MemoryStore
+from memory_tencentdb.store.db import now_iso
 from memory_tencentdb.store.files import write_atomic
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.vectorizer import Vectorizer
@@ -37,7 +37,7 @@ MATCH_COVERAGE = 0.5  # share of the query's words a memory must contain to be f
 
 
 def correct(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     memory_id: str,
     scope: str,
@@ -54,7 +54,7 @@ def correct(
     if content is None and type_ is None and priority is None:
         raise BadRequest("nothing to change: give content, type or priority")
     now = now_iso()
-    version = f"{memory_id}.v{admin.count_versions(store, memory_id) + 1}"
+    version = f"{memory_id}.v{store.count_versions(memory_id) + 1}"
     # The old version first: if we crash between the two lines, nothing is lost.
     store.write_memory(
         replace(row, id=version, updated_at=now, status="superseded", superseded_by=memory_id)
@@ -81,17 +81,19 @@ def correct(
     return public_memory(fresh)
 
 
-def delete(store: Store, memory_ids: list[str], scope: str, reason: str) -> list[dict[str, Any]]:
+def delete(
+    store: MemoryStore, memory_ids: list[str], scope: str, reason: str
+) -> list[dict[str, Any]]:
     """Forget memories of ``scope`` (and their older versions). Unknown ids raise NotFound
     before anything is written."""
-    rows = {r.id: r for r in admin.l1_by_ids(store, memory_ids)}
+    rows = {r.id: r for r in store.memories_by_ids(memory_ids)}
     missing = [m for m in memory_ids if m not in rows or rows[m].scope != scope]
     if missing:
         raise NotFound(f"No memory with id {missing[0]!r}")
     live = [m for m in memory_ids if rows[m].status != "deleted"]
-    older = [h for h in admin.history_ids(store, live) if h not in rows]
-    history = [r for r in admin.l1_by_ids(store, older) if r.status != "deleted"]
-    admin.append_tombstones(store, live + [h.id for h in history], reason)
+    older = [h for h in store.history_ids(live) if h not in rows]
+    history = [r for r in store.memories_by_ids(older) if r.status != "deleted"]
+    store.append_tombstones(live + [h.id for h in history], reason)
     texts = [rows[m].content for m in live] + [h.content for h in history]
     if live:
         request_rebuild(store, scope, texts)
@@ -108,9 +110,9 @@ def delete(store: Store, memory_ids: list[str], scope: str, reason: str) -> list
     ]
 
 
-def preview(store: Store, memory_ids: list[str], scope: str) -> list[dict[str, Any]]:
+def preview(store: MemoryStore, memory_ids: list[str], scope: str) -> list[dict[str, Any]]:
     """The active memories of ``scope`` these ids name (NotFound for any other id)."""
-    rows = {r.id: r for r in admin.l1_by_ids(store, memory_ids)}
+    rows = {r.id: r for r in store.memories_by_ids(memory_ids)}
     for m in memory_ids:
         if m not in rows or rows[m].scope != scope or rows[m].status == "deleted":
             raise NotFound(f"No memory with id {m!r}")
@@ -118,7 +120,7 @@ def preview(store: Store, memory_ids: list[str], scope: str) -> list[dict[str, A
 
 
 def forget_query(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     query: str,
     scope: str,
@@ -172,7 +174,7 @@ def forget_query(
     }
 
 
-def request_rebuild(store: Store, scope: str, forgotten: list[str]) -> None:
+def request_rebuild(store: MemoryStore, scope: str, forgotten: list[str]) -> None:
     """Scenes and persona of ``scope`` may quote what was forgotten: drop quoting lines now, and
     ask the next L2 run to refold the scope's scenes from the memories left (then L3)."""
     root = layout.scope_root(store.data_dir, scope)

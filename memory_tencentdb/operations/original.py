@@ -37,7 +37,8 @@ from memory_tencentdb.operations.transfer import settle_cursors
 from memory_tencentdb.pipeline import layout, state
 from memory_tencentdb.pipeline.persona import refresh_navigation
 from memory_tencentdb.pipeline.scenes import SceneStore
-from memory_tencentdb.store import admin, files
+from memory_tencentdb.store import files
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.db import L1_TYPES, Store, now_iso
 from memory_tencentdb.store.original_db import OriginalDB, read_vectors_db
 from memory_tencentdb.text.redact import redact
@@ -362,10 +363,10 @@ def apply(
     return report
 
 
-def _import_messages(store: Store, plan: Plan, report: OriginalReport, tick: Any) -> None:
+def _import_messages(store: MemoryStore, plan: Plan, report: OriginalReport, tick: Any) -> None:
     for i in range(0, len(plan.messages), 2000):
         chunk = plan.messages[i : i + 2000]
-        have = admin.existing_ids(store, "l0", [m["record_id"] for m in chunk])
+        have = store.existing_ids("l0", [m["record_id"] for m in chunk])
         by_file: dict[str, list[dict[str, Any]]] = {}
         for m in chunk:
             if m["record_id"] in have:
@@ -388,10 +389,10 @@ def _import_messages(store: Store, plan: Plan, report: OriginalReport, tick: Any
             tick(len(chunk))
 
 
-def _import_memories(store: Store, plan: Plan, report: OriginalReport, tick: Any) -> None:
+def _import_memories(store: MemoryStore, plan: Plan, report: OriginalReport, tick: Any) -> None:
     for i in range(0, len(plan.memories), 2000):
         chunk = plan.memories[i : i + 2000]
-        have = admin.existing_ids(store, "l1", [m["id"] for m in chunk])
+        have = store.existing_ids("l1", [m["id"] for m in chunk])
         by_file: dict[str, list[dict[str, Any]]] = {}
         for m in chunk:
             if m["id"] in have:
@@ -406,7 +407,7 @@ def _import_memories(store: Store, plan: Plan, report: OriginalReport, tick: Any
                 report.scopes[line["scope"]]["memories"] += 1
         for rel, lines in by_file.items():
             files.append_lines(store.data_dir / rel, lines)
-            with admin.bulk(store):
+            with store.bulk():
                 for line in lines:
                     store.index_l1_line(line, rel)
         if tick:

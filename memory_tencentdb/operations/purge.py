@@ -35,7 +35,7 @@ from typing import Any
 
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.pipeline import layout
-from memory_tencentdb.store import admin, files
+from memory_tencentdb.store import files
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.files import write_atomic
 
@@ -136,7 +136,7 @@ def purge(
     tick = progress or (lambda stage, n: None)
     store = Store(data_dir, tz)
     try:
-        deleted = admin.deleted_memories(store)
+        deleted = store.deleted_memories()
         scope_of = {m.id: m.scope for m in deleted}
         texts: dict[str, set[str]] = {}
         for m in deleted:
@@ -146,7 +146,7 @@ def purge(
         drop_l0: dict[str, str] = {}  # record id -> its scope
         if messages:
             wanted = {(s, m.scope) for m in deleted for s in m.source_message_ids}
-            cited = admin.cited_l0_ids(store)
+            cited = store.cited_l0_ids()
             report.messages_kept = len({s for s, _ in wanted} & cited)
             ids = sorted({s for s, _ in wanted} - cited)
             scopes_wanted = {(s, sc) for s, sc in wanted}
@@ -202,11 +202,11 @@ def purge(
     # The index, in place (pipeline cursors and every other row keep their rowids).
     store = Store(data_dir, tz)
     try:
-        admin.delete_l1(store, sorted(scope_of))
-        admin.delete_l0(store, sorted(drop_l0))
-        admin.delete_orphan_vectors(store)
-        admin.drop_vector_indexes(store)  # rebuilt from the stored vectors at the next start
-        admin.vacuum(store)
+        store.delete_l1(sorted(scope_of))
+        store.delete_l0(sorted(drop_l0))
+        store.delete_orphan_vectors()
+        store.drop_vector_indexes()  # rebuilt from the stored vectors at the next start
+        store.vacuum()
     finally:
         store.close()
     tick("database", 1)
@@ -323,7 +323,7 @@ def _database_leftovers(data_dir: Path, tz: tzinfo, needles: Needles) -> list[st
         return []
     store = Store(data_dir, tz)
     try:
-        unexplained = [n for n in found if not admin.text_in_live_rows(store, n[0])]
+        unexplained = [n for n in found if not store.text_in_live_rows(n[0])]
     finally:
         store.close()
     return [str(p.relative_to(data_dir)) for p, b in blobs if _found(b, unexplained)]

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.operations.purge import rewrite_jsonl
-from memory_tencentdb.store import admin, files
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store import files
+from memory_tencentdb.store.base import MemoryStore
 
 if TYPE_CHECKING:
     from memory_tencentdb.config import Settings
@@ -62,7 +62,7 @@ def offload_root(settings: Settings, data_dir: Path) -> Path:
     return Path(cfg.data_dir).expanduser() if cfg.data_dir else Path(data_dir) / "offload"
 
 
-def run(store: Store, settings: Settings, now: datetime | None = None) -> RetentionReport:
+def run(store: MemoryStore, settings: Settings, now: datetime | None = None) -> RetentionReport:
     now = now or datetime.now(UTC)
     report = RetentionReport(
         ran_at=now.isoformat(timespec="seconds"),
@@ -79,13 +79,13 @@ def run(store: Store, settings: Settings, now: datetime | None = None) -> Retent
     return report
 
 
-def _l0(store: Store, cutoff: datetime, now: datetime, report: RetentionReport) -> None:
+def _l0(store: MemoryStore, cutoff: datetime, now: datetime, report: RetentionReport) -> None:
     cutoff_iso = cutoff.isoformat(timespec="milliseconds").replace("+00:00", "Z")
     today = now.astimezone(store.tz).date()
-    old = admin.l0_recorded_before(store, cutoff_iso)
+    old = store.l0_recorded_before(cutoff_iso)
     if not old:
         return
-    cited = admin.cited_l0_ids(store) | admin.unextracted_l0_ids(store, [r for r, _ in old])
+    cited = store.cited_l0_ids() | store.unextracted_l0_ids([r for r, _ in old])
     drop = {rid for rid, _ in old if rid not in cited}
     report.l0_kept_cited = len(old) - len(drop)
     safe: set[str] = set()
@@ -98,7 +98,7 @@ def _l0(store: Store, cutoff: datetime, now: datetime, report: RetentionReport) 
         }
         if before and rewrite_jsonl(shard, functools.partial(_record_in, before)):
             safe |= before
-    report.l0_deleted = admin.delete_l0(store, sorted(safe))
+    report.l0_deleted = store.delete_l0(sorted(safe))
 
 
 def _record_in(ids: set[str], line: dict[str, Any]) -> bool:
@@ -141,7 +141,7 @@ def _offload(root: Path, cutoff: float) -> dict[str, int]:
 class RetentionScheduler:
     """Runs the retention pass in the gateway: a minute after start, then every interval."""
 
-    def __init__(self, store: Store, settings: Settings) -> None:
+    def __init__(self, store: MemoryStore, settings: Settings) -> None:
         self.store = store
         self.settings = settings
         self.last: RetentionReport | None = None

@@ -24,8 +24,9 @@ from typing import IO, Any
 
 from memory_tencentdb import __version__
 from memory_tencentdb.pipeline import state
-from memory_tencentdb.store import admin, files
-from memory_tencentdb.store.db import L1_TYPES, Store, now_iso
+from memory_tencentdb.store import files
+from memory_tencentdb.store.base import MemoryStore
+from memory_tencentdb.store.db import L1_TYPES, now_iso
 from memory_tencentdb.store.records import L0Message, Memory
 from memory_tencentdb.text.redact import redact, redact_obj
 
@@ -67,7 +68,7 @@ def _memory_line(m: Memory) -> dict[str, Any]:
     return {"kind": "memory", **line, "file": m.file}
 
 
-def export_lines(store: Store, scope: str | None) -> Iterator[dict[str, Any]]:
+def export_lines(store: MemoryStore, scope: str | None) -> Iterator[dict[str, Any]]:
     yield {
         "kind": HEADER_KIND,
         "version": FORMAT_VERSION,
@@ -75,13 +76,13 @@ def export_lines(store: Store, scope: str | None) -> Iterator[dict[str, Any]]:
         "exporter": f"memory-tencentdb {__version__}",
         "scope": scope,
     }
-    for row in admin.iter_messages(store, scope):
+    for row in store.iter_messages(scope):
         yield _message_line(row)
     # What the user forgot must not leave in a backup or a shared file: a forgotten memory and
     # the older versions of it are exported by id and status only, so an import keeps them
     # forgotten without their text. ``purge`` removes them from this data directory too.
-    forgotten = {m.id for m in admin.iter_memories(store, scope) if m.status == "deleted"}
-    for m in admin.iter_memories(store, scope):
+    forgotten = {m.id for m in store.iter_memories(scope) if m.status == "deleted"}
+    for m in store.iter_memories(scope):
         line = _memory_line(m)
         if m.status == "deleted" or m.id.split(".v")[0] in forgotten:
             line["content"] = ""
@@ -90,7 +91,7 @@ def export_lines(store: Store, scope: str | None) -> Iterator[dict[str, Any]]:
 
 
 def export(
-    store: Store, out: IO[str], scope: str | None, tick: Callable[[int], None] | None = None
+    store: MemoryStore, out: IO[str], scope: str | None, tick: Callable[[int], None] | None = None
 ) -> TransferReport:
     report = TransferReport()
     for line in export_lines(store, scope):
@@ -260,7 +261,7 @@ def _scope(line: dict[str, Any]) -> str:
 
 
 def _own_rows(
-    store: Store, messages: list[dict[str, Any]], memories: list[dict[str, Any]]
+    store: MemoryStore, messages: list[dict[str, Any]], memories: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, int]:
     """The rows that change no other scope: an id already stored under another scope, or
     given earlier in the file with another scope, is dropped and counted. Read-only."""
@@ -283,7 +284,7 @@ def _own_rows(
 
 
 def import_rows(
-    store: Store,
+    store: MemoryStore,
     messages: list[dict[str, Any]],
     memories: list[dict[str, Any]],
     tick: Callable[[int], None] | None = None,
@@ -298,7 +299,7 @@ def import_rows(
     )
     for i in range(0, len(messages), batch):
         chunk = messages[i : i + batch]
-        have = admin.existing_ids(store, "l0", [m["record_id"] for m in chunk])
+        have = store.existing_ids("l0", [m["record_id"] for m in chunk])
         by_file: dict[str, list[dict[str, Any]]] = {}
         for m in chunk:
             if m["record_id"] in have:
@@ -327,7 +328,7 @@ def import_rows(
             line.setdefault("scope", "default")
             line.setdefault("updated_at", now_iso())
             line.setdefault("created_at", line["updated_at"])
-            current = admin.memory_fingerprint(store, line["id"])
+            current = store.memory_fingerprint(line["id"])
             wanted = (line["content"], line.get("status") or "active", line["updated_at"])
             if current == wanted:
                 report.skipped_memories += 1
@@ -338,7 +339,7 @@ def import_rows(
             by_file.setdefault(rel, []).append(line)
         for rel, lines in by_file.items():
             files.append_lines(store.data_dir / rel, lines)
-            with admin.bulk(store):
+            with store.bulk():
                 for line in lines:
                     store.index_l1_line(line, rel)
             report.memories += len(lines)
@@ -350,11 +351,11 @@ def import_rows(
 
 
 def settle_cursors(
-    store: Store, messages: list[dict[str, Any]], memories: list[dict[str, Any]]
+    store: MemoryStore, messages: list[dict[str, Any]], memories: list[dict[str, Any]]
 ) -> None:
     """Imported messages were distilled already (their memories came with them): L1 starts
     after them, and L2 after the imported memories, so nothing is extracted or folded twice."""
-    for (scope, key), (rowid, rid) in admin.last_message_per_session(store, messages).items():
+    for (scope, key), (rowid, rid) in store.last_message_per_session(messages).items():
         st = state.get_session(store, scope, key)
         if st.l1_cursor < rowid:
             state.update_session(

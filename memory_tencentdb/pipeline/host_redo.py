@@ -31,7 +31,7 @@ from memory_tencentdb.pipeline.l1 import WINDOW_NEW, Chunk, StageFailure, next_c
 if TYPE_CHECKING:
     from memory_tencentdb.llm.host_models import HostModelClient
     from memory_tencentdb.pipeline.scheduler import Pipeline
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.base import MemoryStore
 
 log = logging.getLogger("memory_tencentdb.pipeline")
 
@@ -198,7 +198,7 @@ class HostRedo:
         return total
 
 
-def _range_chunk(store: Store, scope: str, item: Redo) -> Chunk | None:
+def _range_chunk(store: MemoryStore, scope: str, item: Redo) -> Chunk | None:
     """The kept range as a chunk again (its later messages left out)."""
     chunk = next_chunk(store, scope, item.session_key, item.from_cursor, window=WINDOW_NEW)
     if chunk is None:

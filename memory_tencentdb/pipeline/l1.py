@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import prompts, rules
 from memory_tencentdb.retrieval import retrieve
-from memory_tencentdb.store.db import Store, new_id, now_iso
+from memory_tencentdb.store.base import MemoryStore
+from memory_tencentdb.store.db import new_id, now_iso
 from memory_tencentdb.store.records import L0Message, Memory, memory_from_journal
 from memory_tencentdb.text import relative_dates, tokenize
 from memory_tencentdb.text.sanitize import is_noise
@@ -124,7 +125,7 @@ def should_extract(row: L0Message) -> bool:
 
 
 def next_chunk(
-    store: Store, scope: str, session_key: str, cursor: int, window: int = WINDOW_NEW
+    store: MemoryStore, scope: str, session_key: str, cursor: int, window: int = WINDOW_NEW
 ) -> Chunk | None:
     pending = store.l0_after(scope, session_key, cursor, SCAN_LIMIT)
     if not pending:
@@ -171,7 +172,7 @@ class L1Extractor:
 
     def __init__(
         self,
-        store: Store,
+        store: MemoryStore,
         vectorizer: Vectorizer,
         settings: Settings,
         tz: tzinfo,

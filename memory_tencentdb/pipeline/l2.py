@@ -20,7 +20,7 @@ from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import layout, prompts, rules, state
 from memory_tencentdb.pipeline.l1 import StageFailure
 from memory_tencentdb.pipeline.scenes import MAX_BODY_CHARS, ActionError, SceneStore
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import Memory
 
 if TYPE_CHECKING:
@@ -40,7 +40,9 @@ class L2Result:
 
 
 class L2Runner:
-    def __init__(self, store: Store, settings: Settings, tz: tzinfo, llm: LLMClient | None) -> None:
+    def __init__(
+        self, store: MemoryStore, settings: Settings, tz: tzinfo, llm: LLMClient | None
+    ) -> None:
         self.store = store
         self.settings = settings
         self.tz = tz
@@ -262,5 +264,5 @@ DIGEST_SCENES = {
 }
 
 
-def _active_of_type(store: Store, scope: str, type_: str, limit: int = 60) -> list[Memory]:
+def _active_of_type(store: MemoryStore, scope: str, type_: str, limit: int = 60) -> list[Memory]:
     return store.top_memories(scope, type_, limit)

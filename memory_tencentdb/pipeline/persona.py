@@ -29,7 +29,7 @@ from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import layout, prompts, rules, state
 from memory_tencentdb.pipeline.l1 import StageFailure
 from memory_tencentdb.pipeline.scenes import SceneStore, navigation, strip_navigation
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.files import write_atomic
 from memory_tencentdb.store.records import ScopeState
 from memory_tencentdb.text.sanitize import escape_tags
@@ -77,7 +77,7 @@ def trigger(st: ScopeState, ss: SceneStore, every_n: int, llm: bool = True) -> s
 
 
 class PersonaRunner:
-    def __init__(self, store: Store, settings: Settings, llm: LLMClient | None) -> None:
+    def __init__(self, store: MemoryStore, settings: Settings, llm: LLMClient | None) -> None:
         self.store = store
         self.settings = settings
         self.llm = llm
@@ -202,7 +202,7 @@ DIGEST_SECTIONS = (
 )
 
 
-def digest(store: Store, scope: str) -> str:
+def digest(store: MemoryStore, scope: str) -> str:
     """No LLM: the strongest current memories, grouped, newest first within a priority, each in
     the third person (memories written through the API may still say 我 / I)."""
     sections = []

@@ -43,7 +43,7 @@ from memory_tencentdb.pipeline.l1_schedule import L1Policy, L1Session
 from memory_tencentdb.pipeline.l2 import L2Result, L2Runner
 from memory_tencentdb.pipeline.l2_schedule import L2Policy, L2Scope
 from memory_tencentdb.pipeline.persona import PersonaRunner
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import L0Message, ScopeState, SessionBacklog, SessionState
 from memory_tencentdb.vectorizer import Vectorizer, mark_background
 
@@ -104,7 +104,7 @@ def _now_iso() -> str:
 
 class Pipeline:
     def __init__(
-        self, store: Store, vectorizer: Vectorizer, settings: Settings, tz: tzinfo
+        self, store: MemoryStore, vectorizer: Vectorizer, settings: Settings, tz: tzinfo
     ) -> None:
         self.store = store
         self.vectorizer = vectorizer
@@ -170,7 +170,7 @@ class Pipeline:
             ("pipeline-l1", self._l1_loop),
             ("pipeline-l2", self._l2_loop),
         ]
-        if self.enabled and getattr(self.store, "backend", "sqlite") != "sqlite":
+        if self.enabled and self.store.shared:
             loops.append(("pipeline-shared", self._shared_loop))
         for name, target in loops:
             t = threading.Thread(target=target, name=name, daemon=True)

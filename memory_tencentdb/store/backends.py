@@ -3,8 +3,8 @@
 ``sqlite`` (the default) keeps the index in ``<data dir>/memory.db``, embedded, one gateway per
 data directory. ``postgres`` keeps it in a PostgreSQL database with pgvector that several
 gateways share (team memory); each gateway still journals to the files of its own data
-directory. Both return an object with the same methods (``Store`` and its subclass
-``PostgresStore``), so nothing above ``store/`` knows which one it has.
+directory. Both return a ``MemoryStore`` (``base.py``): ``Store`` and ``PostgresStore``, so
+nothing above ``store/`` knows which one it has.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.errors import StoreUnavailable
 
@@ -22,14 +23,14 @@ if TYPE_CHECKING:
 
 __all__ = ["BACKENDS", "StoreUnavailable", "open_store"]
 
-Opener = Callable[[Path, tzinfo, "Settings"], Store]
+Opener = Callable[[Path, tzinfo, "Settings"], MemoryStore]
 
 
-def _open_sqlite(data_dir: Path, tz: tzinfo, settings: Settings) -> Store:
+def _open_sqlite(data_dir: Path, tz: tzinfo, settings: Settings) -> MemoryStore:
     return Store(data_dir, tz)
 
 
-def _open_postgres(data_dir: Path, tz: tzinfo, settings: Settings) -> Store:
+def _open_postgres(data_dir: Path, tz: tzinfo, settings: Settings) -> MemoryStore:
     # Imported here: psycopg is an optional dependency (``memory-tencentdb[postgres]``).
     from memory_tencentdb.store.postgres import PostgresStore
 
@@ -39,7 +40,7 @@ def _open_postgres(data_dir: Path, tz: tzinfo, settings: Settings) -> Store:
 BACKENDS: dict[str, Opener] = {"sqlite": _open_sqlite, "postgres": _open_postgres}
 
 
-def open_store(settings: Settings, tz: tzinfo, data_dir: Path | None = None) -> Store:
+def open_store(settings: Settings, tz: tzinfo, data_dir: Path | None = None) -> MemoryStore:
     """The store ``settings.store_backend`` names, over ``data_dir`` (default: the settings')."""
     name = settings.store_backend or "sqlite"
     try:

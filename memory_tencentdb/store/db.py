@@ -16,7 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,13 +24,18 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memory_tencentdb.store import files
+from memory_tencentdb.store.admin import AdminQueries
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.connection import Binding, choose_binding, connect
+from memory_tencentdb.store.hub_queries import HubQueries
+from memory_tencentdb.store.journal import db_identity
 from memory_tencentdb.store.migrations import migrate
 from memory_tencentdb.store.pipeline_tables import PipelineTables
 from memory_tencentdb.store.records import (
     L0_SELECT,
     L1_SELECT,
     KeywordHit,
+    L0Input,
     L0Message,
     Memory,
     l0_from_journal,
@@ -112,26 +117,12 @@ def keeps_index_entry(before: Any, values: dict[str, Any]) -> bool:
     )
 
 
-@dataclass
-class L0Input:
-    """One message to record; ``id`` is assigned by the store."""
-
-    scope: str
-    session_key: str
-    session_id: str
-    role: str
-    content: str
-    timestamp: int
-    message_id: str = ""
-    extra: dict[str, Any] | None = None
-    speaker: str = ""  # the speaker's name, when the host knows it
-
-
-class Store(PipelineTables):
+class Store(PipelineTables, AdminQueries, HubQueries, MemoryStore):
     """Owns ``memory.db`` and the JSONL files of one data directory (the SQLite backend).
 
-    The only code that speaks SQL: services call its named methods (and those of
-    ``PipelineTables``) and group writes with ``with store.transaction():``.
+    The SQLite ``MemoryStore`` (``base.py``): services call the interface's named methods
+    (implemented here and in the mixins ``PipelineTables``, ``AdminQueries``, ``HubQueries``)
+    and group writes with ``with store.transaction():``.
     """
 
     backend = "sqlite"
@@ -165,6 +156,7 @@ class Store(PipelineTables):
         self._index_lock = threading.Lock()
         self._row_listeners: list[Any] = []
         self._check_tokenizer()
+        self._db_identity = db_identity(self.db_path)
 
     # ----------------------------------------------------------------- connections
 
@@ -188,6 +180,14 @@ class Store(PipelineTables):
             with contextlib.suppress(self.binding.Error):
                 self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.writer.close()
+
+    def problems(self) -> list[str]:
+        if db_identity(self.db_path) != self._db_identity:
+            return [
+                "memory.db was deleted or replaced while the gateway runs: new writes go to the"
+                " journal and the old index; restart the gateway to rebuild it from the journal"
+            ]
+        return []
 
     def set_meta(self, key: str, value: str) -> None:
         self._set_meta(key, value)
@@ -924,3 +924,71 @@ class Store(PipelineTables):
         for (lay, _), index in list(self._indexes.items()):
             if lay == layer and not (memory_only and getattr(index, "table", None)):
                 index.remove(rowids)
+
+    # ----------------------------------------------------------------- admin (SQLite's own)
+
+    def _delete_rows(self, layer: str, ids: list[str]) -> int:
+        """Remove rows of one layer (``l0`` or ``l1``) by id from its table and keyword index,
+        then from the vector indexes; 500 ids a statement keeps under SQLite's variable limit."""
+        table = {"l0": "l0_messages", "l1": "l1_memories"}[layer]
+        fts = f"{layer}_fts"
+        removed: list[int] = []
+
+        def write(conn: Any) -> None:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = [
+                    r[0]
+                    for r in conn.execute(f"SELECT rowid FROM {table} WHERE id IN ({marks})", chunk)
+                ]
+                if not rows:
+                    continue
+                rmarks = ",".join("?" * len(rows))
+                conn.execute(f"DELETE FROM {fts} WHERE rowid IN ({rmarks})", rows)
+                conn.execute(f"DELETE FROM {table} WHERE rowid IN ({rmarks})", rows)
+                removed.extend(rows)
+
+        self._transaction(write)
+        if removed:
+            self._drop_from_indexes(layer, removed)
+        return len(removed)
+
+    def vacuum(self) -> None:
+        """Rewrite the database file so freed pages (which still hold old text) are gone."""
+        with self.write_lock:
+            self.writer.execute("INSERT INTO l0_fts (l0_fts) VALUES ('optimize')")
+            self.writer.execute("INSERT INTO l1_fts (l1_fts) VALUES ('optimize')")
+            self.writer.execute("VACUUM")
+            self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def drop_vector_indexes(self) -> list[str]:
+        """Drop the sqlite-vec index tables (offline only): they are rebuilt from ``vectors`` at the
+        next start, and may still hold rows of what was purged."""
+        names = [
+            r[0]
+            for r in self.reader().execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING vec0%'"
+            )
+        ]
+        with self.write_lock:
+            for name in list(names):
+                try:
+                    self.writer.execute(f'DROP TABLE IF EXISTS "{name}"')
+                except self.binding.Error:  # sqlite-vec not loadable here: leave it to `serve`
+                    names.remove(name)
+        return names
+
+    def text_in_live_rows(self, text: str) -> bool:
+        """Whether a row that was not forgotten (a live memory or message) contains ``text``."""
+        conn = self.reader()
+        if conn.execute(
+            "SELECT 1 FROM l1_memories WHERE status != 'deleted' AND instr(content, ?) > 0 LIMIT 1",
+            (text,),
+        ).fetchone():
+            return True
+        return bool(
+            conn.execute(
+                "SELECT 1 FROM l0_messages WHERE instr(content, ?) > 0 LIMIT 1", (text,)
+            ).fetchone()
+        )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from memory_tencentdb.store import files
 
 if TYPE_CHECKING:  # db imports this module
+    from memory_tencentdb.store.base import MemoryStore
     from memory_tencentdb.store.db import Store
 
 log = logging.getLogger("memory_tencentdb.store")
@@ -146,7 +147,7 @@ class JournalReport:
         return bool(self.reindexed_l0 or self.reindexed_l1 or self.torn_tails or self.bad.count)
 
 
-def index_l0_batch(store: Store, rows: list[dict[str, Any]], rel: str) -> int:
+def index_l0_batch(store: MemoryStore, rows: list[dict[str, Any]], rel: str) -> int:
     """Index good L0 lines; a batch that fails is retried line by line. Returns rows added."""
     try:
         return len(store.index_l0_lines(rows, rel))
@@ -160,14 +161,14 @@ def index_l0_batch(store: Store, rows: list[dict[str, Any]], rel: str) -> int:
         return added
 
 
-def apply_l1(store: Store, line: dict[str, Any], rel: str) -> None:
+def apply_l1(store: MemoryStore, line: dict[str, Any], rel: str) -> None:
     if line.get("op", "upsert") == "status":
         store.apply_status_line(line)
     else:
         store.index_l1_line(line, rel)
 
 
-def _verified(store: Store, rel: str, path: Path) -> int:
+def _verified(store: MemoryStore, rel: str, path: Path) -> int:
     """Offset up to which this file was verified last time (0 when unknown or rewritten)."""
     raw = store.get_meta(f"journal:{rel}")
     if not raw:
@@ -180,7 +181,7 @@ def _verified(store: Store, rel: str, path: Path) -> int:
     return offset if st.st_ino == ino and offset <= st.st_size else 0
 
 
-def _l1_stale(store: Store, line: dict[str, Any]) -> bool:
+def _l1_stale(store: MemoryStore, line: dict[str, Any]) -> bool:
     """Whether the index lacks what this L1 line says (checked in file order)."""
     row = store.memory_by_id(line["id"])
     if line.get("op", "upsert") == "status":
@@ -192,7 +193,7 @@ def _l1_stale(store: Store, line: dict[str, Any]) -> bool:
     return str(line.get("updated_at") or "") > row.updated_at
 
 
-def check_journal(store: Store, database_was_new: bool = False) -> JournalReport:
+def check_journal(store: MemoryStore, database_was_new: bool = False) -> JournalReport:
     """Repair torn tails and index what the journal has and the index lacks (see module doc)."""
     started = time.monotonic()
     report = JournalReport(database_was_new=database_was_new)
@@ -252,15 +253,8 @@ def check_journal(store: Store, database_was_new: bool = False) -> JournalReport
     return report
 
 
-def _missing_l0(store: Store, lines: list[dict[str, Any]], rel: str) -> int:
-    ids = [line["record_id"] for line in lines]
-    marks = ",".join("?" * len(ids))
-    have = {
-        row[0]
-        for row in store.reader()
-        .execute(f"SELECT id FROM l0_messages WHERE id IN ({marks})", ids)
-        .fetchall()
-    }
+def _missing_l0(store: MemoryStore, lines: list[dict[str, Any]], rel: str) -> int:
+    have = store.existing_ids("l0", [line["record_id"] for line in lines])
     missing = [line for line in lines if line["record_id"] not in have]
     return index_l0_batch(store, missing, rel) if missing else 0
 

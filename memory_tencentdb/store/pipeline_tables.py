@@ -1,7 +1,8 @@
 """The pipeline's SQL: its state tables (migration 2) and the reads the L1/L2/L3 stages need.
 
 A mixin of the store (``Store`` and ``PostgresStore`` share it: the statements are plain SQL
-both dialects accept; the few that differ are overridden by the backend). Services call these
+both dialects accept, ``INSERT ... ON CONFLICT DO NOTHING`` included; the few that differ are
+overridden by the backend). Services call these
 named methods and get typed records (``records.py``); they never see a connection.
 
 Every change that records progress happens in one transaction, together with the counters it
@@ -10,9 +11,8 @@ affects, so the database never says "done" for work that was not applied.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memory_tencentdb.store.records import (
@@ -48,10 +48,6 @@ def _cols(values: dict[str, Any]) -> dict[str, Any]:
 
 class PipelineTables:
     """Named pipeline-state operations; needs ``reader()``, ``_transaction(fn)``, ``_now()``."""
-
-    # Overridden where a backend words these differently.
-    _insert_ignore = "INSERT OR IGNORE INTO"
-    _ignore_tail = ""
 
     if TYPE_CHECKING:  # provided by the store class that mixes this in
 
@@ -139,8 +135,8 @@ class PipelineTables:
 
         key_cols = list(keys)
         conn.execute(
-            f"{self._insert_ignore} {table} ({', '.join(key_cols)}, updated_at)"
-            f" VALUES ({', '.join('?' * len(key_cols))}, ?){self._ignore_tail}",
+            f"INSERT INTO {table} ({', '.join(key_cols)}, updated_at)"
+            f" VALUES ({', '.join('?' * len(key_cols))}, ?) ON CONFLICT DO NOTHING",
             (*keys.values(), now_iso()),
         )
         sets, params = ["updated_at = ?"], [now_iso()]
@@ -155,17 +151,6 @@ class PipelineTables:
         conn.execute(
             f"UPDATE {table} SET {', '.join(sets)} WHERE {where}", (*params, *keys.values())
         )
-
-    # ----------------------------------------------------------------- claims
-
-    @contextlib.contextmanager
-    def claim_session(self, scope: str, session_key: str) -> Iterator[bool]:
-        """Hold the right to extract one session's pending messages; yields whether it is held.
-
-        One SQLite data directory is served by one gateway (its index lock), so the claim is
-        always granted here; the PostgreSQL backend takes a row lock that another gateway skips.
-        """
-        yield True
 
     # ----------------------------------------------------------------- L1 reads
 

@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 
 from memory_tencentdb.store import files
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.connection import Binding
 from memory_tencentdb.store.db import Store, keeps_index_entry, now_iso
 from memory_tencentdb.store.errors import StoreUnavailable
@@ -214,11 +215,11 @@ def _session_lock_key(scope: str, session_key: str) -> str:
 
 
 class PostgresStore(Store):
-    """``Store`` over a PostgreSQL database shared by several gateways."""
+    """The PostgreSQL ``MemoryStore``: ``Store`` over a database shared by several gateways."""
 
     backend = "postgres"
-    _insert_ignore = "INSERT INTO"
-    _ignore_tail = " ON CONFLICT DO NOTHING"
+    shared = True
+    vector_index_kind = "pgvector"
 
     def __init__(self, data_dir: Path, tz: tzinfo, dsn: str) -> None:
         self.data_dir = Path(data_dir)
@@ -327,6 +328,10 @@ class PostgresStore(Store):
             ident = uuid.uuid4().hex[:16]
             files.write_atomic(path, ident + "\n")
             return ident
+
+    def problems(self) -> list[str]:
+        """None of SQLite's (no database file here to be deleted under the gateway)."""
+        return MemoryStore.problems(self)
 
     def _meta_key(self, key: str) -> str:
         return f"journal@{self.journal_id}:{key[8:]}" if key.startswith("journal:") else key
@@ -645,3 +650,46 @@ class PostgresStore(Store):
         finally:
             with contextlib.suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
+
+    # ----------------------------------------------------------------- admin
+
+    def _delete_rows(self, layer: str, ids: list[str]) -> int:
+        """Remove rows of one layer by id (their tokens are a column of the row itself), then
+        from the vector indexes."""
+        table = {"l0": "l0_messages", "l1": "l1_memories"}[layer]
+
+        def write(conn: Any) -> list[int]:
+            removed: list[int] = []
+            for i in range(0, len(ids), 500):
+                rows = conn.execute(
+                    f"DELETE FROM {table} WHERE id = ANY(?) RETURNING rowid", (ids[i : i + 500],)
+                ).fetchall()
+                removed += [int(r[0]) for r in rows]
+            return removed
+
+        removed = self._transaction(write)
+        if removed:
+            self._drop_from_indexes(layer, removed)
+        return len(removed)
+
+    def vacuum(self) -> None:
+        """Nothing: a server's storage is its administrator's (``VACUUM FULL``)."""
+        MemoryStore.vacuum(self)
+
+    def drop_vector_indexes(self) -> list[str]:
+        """None: the pgvector tables are shared by every gateway on the database."""
+        return MemoryStore.drop_vector_indexes(self)
+
+    def text_in_live_rows(self, text: str) -> bool:
+        conn = self.reader()
+        if conn.execute(
+            "SELECT 1 FROM l1_memories WHERE status != 'deleted' AND strpos(content, ?) > 0"
+            " LIMIT 1",
+            (text,),
+        ).fetchone():
+            return True
+        return bool(
+            conn.execute(
+                "SELECT 1 FROM l0_messages WHERE strpos(content, ?) > 0 LIMIT 1", (text,)
+            ).fetchone()
+        )

@@ -89,6 +89,21 @@ def scope_from_row(names: list[str], row: tuple[Any, ...]) -> ScopeState:
 # --------------------------------------------------------------------------- L0 messages
 
 
+@dataclass
+class L0Input:
+    """One message to record (``MemoryStore.record_messages``); ``id`` is assigned by the store."""
+
+    scope: str
+    session_key: str
+    session_id: str
+    role: str
+    content: str
+    timestamp: int
+    message_id: str = ""
+    extra: dict[str, Any] | None = None
+    speaker: str = ""  # the speaker's name, when the host knows it
+
+
 @dataclass(frozen=True, slots=True)
 class L0Message:
     """One captured message (a row of ``l0_messages``), named as the HTTP API names it.
@@ -333,3 +348,23 @@ class KeywordHit(NamedTuple):
 
     seq: int
     score: float
+
+
+@dataclass
+class ScopeCounts:
+    """A scope's counts (``MemoryStore.scope_counts``)."""
+
+    scope: str
+    memories: int = 0  # active L1
+    history: int = 0  # superseded or deleted L1 rows
+    messages: int = 0  # L0
+    last_activity: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope,
+            "memories": self.memories,
+            "history": self.history,
+            "messages": self.messages,
+            "last_activity": self.last_activity or None,
+        }

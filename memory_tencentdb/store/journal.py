@@ -25,7 +25,6 @@ from memory_tencentdb.store import files
 
 if TYPE_CHECKING:  # db imports this module
     from memory_tencentdb.store.base import MemoryStore
-    from memory_tencentdb.store.db import Store
 
 log = logging.getLogger("memory_tencentdb.store")
 

@@ -261,8 +261,12 @@ def _relevant_in(
 # more how-tos that share one word with a memory by chance out ("Go语言里怎么反转一个切片？",
 # "用Python怎么反转链表？", 20 -> 17) but loses a lexical pair that names the user's setup
 # ("GitHub Actions cache keeps missing" / the team's CI on GitHub Actions, z 4.0-4.5); 5.0
-# "PostgreSQL怎么配置主从复制" too.
-WORLD_MAX = 0.6
+# "PostgreSQL怎么配置主从复制" too. WORLD_MAX 0.6 -> 0.4: with the lower floor more of the
+# unrelated messages the classifier leans on as world questions pass on z ("日本新干线最快能跑多
+# 快？" at log-odds 0.56); 0.4 finds 451 related (76 cross-language) with 16 unrelated
+# injecting against 453 / 77 / 20 at 0.6; 0.3 445 / 74 / 14; 0.2 442 / 74 / 9 (session 11's
+# set: paraphrase 31 -> 29 of 35, unrelated injecting 3 -> 2 of 24); 0.0 440 / 74 / 9.
+WORLD_MAX = 0.4
 FLOOR_Z = 1.5
 COVERAGE_PASS = 0.6
 WORLD_FLOOR_Z = 4.0

@@ -39,6 +39,13 @@ def all_sets() -> dict[str, dict]:
     q = [(c["kind"], c["query"], [idx[g] for g in c["expected"]]) for c in b["cases"]]
     q += [("unrelated", u["query"], []) for u in b["unrelated"]]
     out["issue23"] = {"memories": [m["memory"] for m in b["memories"]], "queries": q}
+    # Session 11's blind set, measured once and a dev set since.
+    from bench.blind_issue23 import _cases
+
+    mems, cases = _cases(json.loads((FIX / "blind" / "recall_issue23_session11.json").read_text()))
+    sidx = {m["id"]: i for i, m in enumerate(mems)}
+    q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
+    out["s11"] = {"memories": [m["text"] for m in mems], "queries": q}
     p = json.loads((FIX / "blind" / "paraphrase_pairs.json").read_text("utf-8"))
     mems = [x["memory"] for x in p["pairs"]] + [x["memory"] for x in p["distractors"]]
     q = [("paraphrase", x["query"], [i]) for i, x in enumerate(p["pairs"])]
@@ -51,27 +58,36 @@ def all_sets() -> dict[str, dict]:
     return out
 
 
-def _per_model_z(eng, scope: str, hits) -> dict[str, dict[int, float]]:
+def _per_model_z(eng, scope: str, hits, query: str) -> dict[str, dict[int, float]]:
     """Each model's z-score of every ranked row against the reference questions."""
-    import numpy as np
+    from memory_tencentdb.retrieval import reference_z
+    from memory_tencentdb.text.language import is_chinese
 
     rowids = [r for r, _ in hits.ranked]
     out = {}
     for model, qvec in hits.query_vectors.items():
-        index = eng.store.index("l1", model)
-        refs = eng.vectorizer.references.get(model)
-        own = index.score_rows(scope, qvec[None, :], rowids)[0]
-        ref = index.score_rows(scope, refs, rowids)
-        z = (own - ref.mean(axis=0)) / np.maximum(ref.std(axis=0), 1e-6)
+        z = reference_z(
+            eng.store, eng.vectorizer, "l1", scope, model, qvec, rowids, is_chinese(query)
+        )
         out[model] = {r: float(v) for r, v in zip(rowids, z.tolist(), strict=True)}
     return out
 
 
 def collect(names: list[str] | None = None) -> None:
     from memory_tencentdb import recall as recall_mod
+    from memory_tencentdb import retrieval
     from memory_tencentdb.config import load_settings
     from memory_tencentdb.engine import Engine
-    from memory_tencentdb.retrieval import retrieve
+    from memory_tencentdb.retrieval import reference_z, retrieve
+
+    seen: dict = {}
+    fuse = retrieval.fuse
+
+    def spy(*args, **kwargs):
+        seen["args"] = args
+        return fuse(*args, **kwargs)
+
+    retrieval.fuse = spy
     from memory_tencentdb.text.language import is_chinese
     from memory_tencentdb.text.query_intent import howto_logit, world_logit
 
@@ -95,9 +111,21 @@ def collect(names: list[str] | None = None) -> None:
             d_text = dict(zip(rowids, s["memories"], strict=True))
             qs = []
             for kind, text, gold in s["queries"]:
+                seen.clear()
                 hits = retrieve(eng.store, eng.vectorizer, "l1", name, text, "hybrid", depth=DEPTH)
+                kw, cover, vecs = seen["args"][:3]
+                cand = sorted({r for r, _ in kw} | {r for v in vecs for r, _ in v})
+                zall = {}
+                for model, qvec in hits.query_vectors.items():
+                    for zh in (True, False):
+                        z = reference_z(
+                            eng.store, eng.vectorizer, "l1", name, model, qvec, cand, zh
+                        )
+                        zall[f"{model}|{'zh' if zh else 'en'}"] = dict(
+                            zip(map(str, cand), z.tolist(), strict=True)
+                        )
                 # What the gateway injects now (the current decision, k = max_results).
-                zm = _per_model_z(eng, name, hits)
+                zm = _per_model_z(eng, name, hits, text)
                 got = recall_mod._relevant_in(eng.store, eng.vectorizer, cfg, name, text)[0]
                 qs.append(
                     {
@@ -106,6 +134,12 @@ def collect(names: list[str] | None = None) -> None:
                         "gold": [rowids[i] for i in gold],
                         "injected": [r for r, _ in got][: cfg.max_results],
                         "world": world_logit(hits.query_vectors),
+                        "kw": [r for r, _ in kw],
+                        "cover": {str(r): v for r, v in cover.items()},
+                        "vecs": [[[r, sim] for r, sim in v] for v in vecs],
+                        "models": list(hits.query_vectors),
+                        "zall": zall,
+                        "qzh": is_chinese(text),
                         "howto": howto_logit(hits.query_vectors),
                         "ranked": [
                             {
@@ -123,7 +157,11 @@ def collect(names: list[str] | None = None) -> None:
                         ],
                     }
                 )
-            res[name] = {"memories": dict(zip(rowids, s["memories"], strict=True)), "queries": qs}
+            res[name] = {
+                "memories": dict(zip(rowids, s["memories"], strict=True)),
+                "zh": {str(r): is_chinese(t) for r, t in zip(rowids, s["memories"], strict=True)},
+                "queries": qs,
+            }
     finally:
         eng.close()
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ import numpy as np
 from memory_tencentdb.embedding import Embedder, EmbeddingError, load_embedders
 from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
+from memory_tencentdb.text.language import is_chinese
 from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
 
 if TYPE_CHECKING:
@@ -96,8 +97,10 @@ class Vectorizer:
         self.last_query_error: tuple[float, str] | None = None
         self._query_error_logged = 0.0
         self.pending = 0
-        # Per model: the reference questions' vectors (the relevance cut's null model).
+        # Per model: the reference questions' vectors (the relevance cut's null model), in the
+        # order of REFERENCE_QUERIES; ``reference_chinese`` says which of them are Chinese.
         self.references: dict[str, np.ndarray] = {}
+        self.reference_chinese = np.array([is_chinese(q) for q in REFERENCE_QUERIES])
         # False from a notify() until a full pass finds nothing left to embed.
         self.idle = False
         self._idle_lock = threading.Lock()

@@ -369,16 +369,9 @@ CROSS_RELATED = [
     ("xl-pairs", "我是做什么工作的？", "nurse"),
     ("xl-pairs", "What sport do I play?", "羽毛球"),
     ("xl-pairs", "我女儿几岁了？", "daughter"),
-    pytest.param(
-        "xl-pairs",
-        "今晚给我推荐一道菜",
-        "vegetarian",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="known miss: the vegetarian memory is not among the fused top 5 for a request"
-            " that names no food (both models' z-scores under 2.0)",
-        ),
-    ),
+    # A known miss (both models' z under 2.0 against all 40 references) until session 12: the
+    # references in the question's language and FLOOR_Z 1.5 find it.
+    ("xl-pairs", "今晚给我推荐一道菜", "vegetarian"),
     ("xl-pairs", "Which medicine am I allergic to?", "青霉素"),
     ("xl-pairs", "我在学什么乐器？", "cello"),
 ]

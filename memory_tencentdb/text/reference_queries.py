@@ -4,8 +4,11 @@ A memory's similarity to a query means little on its own (small models put every
 narrow cone, and some memories are close to everything). What it is measured against instead is
 how similar the same memory is to these questions, which no memory answers: a memory that
 stands well above its similarity to them (a z-score) is related to the query; one that does not
-is noise that should not be injected. Both languages, many subjects, the shapes of real asks.
-Written for this purpose; the dev set of unrelated queries that calibrated the cut
+is noise that should not be injected. Both languages, 40 each, many subjects, the shapes of real
+asks: a query is measured against those in its own language (retrieval.reference_z), since
+"unrelated messages written like this one" is the background that holds across languages.
+Written for this purpose and checked against every fixture set (no question of any set is
+here); the dev set of unrelated queries that calibrated the cut
 (tests/fixtures/dev/unrelated_queries.json) is a different list.
 """
 
@@ -32,6 +35,26 @@ REFERENCE_QUERIES = (
     "How do I make a list comprehension in Python?",
     "What time zone is London in?",
     "Why is the sky blue?",
+    "Which river is the longest in Africa?",
+    "How do plants make their food?",
+    "How are pearls formed?",
+    "How do noise-cancelling headphones work?",
+    "How many teeth does an adult have?",
+    "Give me a synonym for 'happy'.",
+    "How do I convert Celsius to Fahrenheit?",
+    "What is inflation in economics?",
+    "Which planet has the most moons?",
+    "How do I sort a dictionary by value in Python?",
+    "What's a good name for a bakery?",
+    "Explain how a rainbow forms.",
+    "How hot is the surface of the sun?",
+    "How do bees communicate?",
+    "Suggest a stretching routine for desk workers.",
+    "What does a project manager do?",
+    "How do I remove a stain from a white shirt?",
+    "What are prime numbers?",
+    "When did the first moon landing happen?",
+    "How do you say 'thank you' in Korean?",
     "帮我写一段自我介绍。",
     "怎么用Excel做数据透视表？",
     "地球到月球有多远？",
@@ -52,4 +75,24 @@ REFERENCE_QUERIES = (
     "什么是机器学习？",
     "如何安装Docker？",
     "唐朝是哪一年建立的？",
+    "非洲最长的河流是哪条？",
+    "植物是怎么进行光合作用的？",
+    "讲讲赤壁之战的经过。",
+    "HTTP 404 是什么意思？",
+    "人体有多少块骨头？",
+    "“开心”有哪些近义词？",
+    "摄氏度怎么换算成华氏度？",
+    "什么是通货膨胀？",
+    "水浒传一共有多少位好汉？",
+    "JavaScript里怎么深拷贝一个对象？",
+    "帮我给面包店起个名字。",
+    "彩虹是怎么形成的？",
+    "太阳表面温度有多高？",
+    "蜜蜂之间怎么交流？",
+    "写几句描写春雨的句子。",
+    "项目经理平时做什么工作？",
+    "白衬衫上的污渍怎么洗掉？",
+    "什么是质数？",
+    "人类第一次登月是哪一年？",
+    "“早上好”用日语怎么说？",
 )

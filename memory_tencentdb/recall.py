@@ -26,7 +26,7 @@ from typing import Any
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.pipeline.rules import has_cjk
 from memory_tencentdb.retrieval import newer_first, retrieve
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text.query_intent import howto_logit, world_logit
 from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
@@ -86,7 +86,7 @@ class RecallResult:
 
 
 def recall(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     recall_cfg: Any,
     tz: tzinfo,
@@ -110,7 +110,7 @@ def recall(
 
 
 def _recall(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     cfg: Any,
     tz: tzinfo,
@@ -184,7 +184,7 @@ def _recall(
     return result
 
 
-def candidates(store: Store, vectorizer: Vectorizer, cfg: Any, scope: str, clean: str) -> Any:
+def candidates(store: MemoryStore, vectorizer: Vectorizer, cfg: Any, scope: str, clean: str) -> Any:
     """One scope's L1 candidates for a recall, before the relevance cut (also what the Memory
     Hub's "recall explained" shows)."""
     return retrieve(
@@ -200,7 +200,7 @@ def candidates(store: Store, vectorizer: Vectorizer, cfg: Any, scope: str, clean
 
 
 def _relevant_in(
-    store: Store, vectorizer: Vectorizer, cfg: Any, scope: str, clean: str
+    store: MemoryStore, vectorizer: Vectorizer, cfg: Any, scope: str, clean: str
 ) -> tuple[list[tuple[int, float]], dict[int, Memory], str, dict[str, Any]]:
     """One scope's candidates that pass the relevance cut, their rows, the strategy that ran
     and the cut's summary."""
@@ -408,7 +408,7 @@ def _fmt_time(value: str, tz: tzinfo) -> str:
     if not value:
         return ""
     try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        dt = datetime.fromisoformat(value)
     except ValueError:
         return ""
     if "T" not in value and " " not in value:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.text.language import is_chinese
@@ -116,7 +116,7 @@ def rrf(rankings: list[list[tuple[int, float]]], k: int = RRF_K) -> list[tuple[i
 
 
 def _vector_ranking(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     emb: object,
     layer: str,
@@ -138,7 +138,7 @@ def _vector_ranking(
 
 
 def reference_z(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     layer: str,
     scope: str,
@@ -167,7 +167,7 @@ def reference_z(
 
 
 def relevance(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     layer: str,
     scope: str,
@@ -201,7 +201,9 @@ def relevance(
     )
 
 
-def coverage(store: Store, layer: str, terms: list[str], rowids: list[int]) -> dict[int, float]:
+def coverage(
+    store: MemoryStore, layer: str, terms: list[str], rowids: list[int]
+) -> dict[int, float]:
     """IDF-weighted share of ``terms`` that each row's indexed tokens contain (0..1)."""
     if not terms or not rowids:
         return {}
@@ -271,16 +273,17 @@ def _bonus(other: bool, mean: float | None, high: float | None) -> float:
 CROSS_Z_DISCOUNT = 1.0
 
 
-def _other_language(store: Store, layer: str, query: str, rowids: list[int]) -> set[int]:
+def _other_language(store: MemoryStore, layer: str, query: str, rowids: list[int]) -> set[int]:
     """The ``rowids`` (L1) written in the other language than ``query``."""
     if layer != "l1" or not rowids:
         return set()
     zh = is_chinese(query)
-    rows = store.l1_rows(rowids)
-    return {r for r, row in rows.items() if is_chinese(row.content) != zh}
+    return {r for r, text in store.l1_contents(rowids).items() if is_chinese(text) != zh}
 
 
-def with_reply_context(store: Store, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+def with_reply_context(
+    store: MemoryStore, ranked: list[tuple[int, float]]
+) -> list[tuple[int, float]]:
     """L0 ``ranked`` with every message lifted REPLY_CONTEXT of the way toward the score of the
     message before it in the same session (the turn it answers) when that one scored higher;
     replies of candidates join the list."""
@@ -304,7 +307,7 @@ def with_reply_context(store: Store, ranked: list[tuple[int, float]]) -> list[tu
 
 
 def retrieve(
-    store: Store,
+    store: MemoryStore,
     vectorizer: Vectorizer,
     layer: str,
     scope: str,
@@ -332,7 +335,7 @@ def retrieve(
         # Keyword only: nothing to overlap with, so no thread hop (measured ~0.3 ms of a 1.4 ms
         # keyword recall at 10k), and ``depth`` rows are the same head as ``CANDIDATES`` rows.
         try:
-            keyword = store.keyword_search(layer, scope, terms, depth, session_key)
+            keyword = [*store.keyword_search(layer, scope, terms, depth, session_key)]
         except Exception as e:  # noqa: BLE001
             hits.errors.append(f"keyword: {type(e).__name__}: {e}")
     elif use_keyword and terms:
@@ -364,7 +367,7 @@ def retrieve(
                 hits.vector = True
     if kw_future is not None:
         try:
-            keyword = kw_future.result()
+            keyword = [*kw_future.result()]
         except Exception as e:  # noqa: BLE001
             hits.errors.append(f"keyword: {type(e).__name__}: {e}")
     hits.keyword = bool(keyword)
@@ -416,16 +419,16 @@ def retrieve(
     if layer == "l0":
         fused = with_reply_context(store, fused)
     hits.ranked = fused[:depth]
-    kept = {r for r, _ in hits.ranked}
+    shown = {r for r, _ in hits.ranked}
     hits.evidence = {
         r: Evidence(
             coverage=cover.get(r, 0.0), relevance=rel.get(r), relevance_best=rel_best.get(r)
         )
-        for r in kept
+        for r in shown
     }
     for model, ranking in zip(models, rankings, strict=True):
         for rank, (rowid, sim) in enumerate(ranking, 1):
-            if rowid in kept:
+            if rowid in shown:
                 ev = hits.evidence[rowid]
                 ev.similarity[model] = sim
                 ev.model_rank = rank if ev.model_rank is None else min(ev.model_rank, rank)
@@ -437,7 +440,7 @@ def retrieve(
 SAME_SUBJECT_OVERLAP = 0.5
 
 
-def newer_first(store: Store, rows: list[Memory]) -> list[Memory]:
+def newer_first(store: MemoryStore, rows: list[Memory]) -> list[Memory]:
     """``rows`` (L1 rows, best first) with every later statement moved ahead of an earlier one
     on the same subject: when the user said two things about one subject, what they said last
     is what holds, so it must not be outranked by what it replaced."""

@@ -208,6 +208,10 @@ def test_memories_are_written_superseded_and_read_back(store: Any):
     assert store.memory_by_id("mem_missing") is None
     assert {m.id for m in store.memories_by_ids([first.id, newer.id, "x"])} == {first.id, newer.id}
     assert set(store.l1_rows([first.seq, newer.seq])) == {first.seq, newer.seq}
+    assert store.l1_contents([first.seq, newer.seq]) == {
+        first.seq: first.content,
+        newer.seq: newer.content,
+    }
     assert [m.id for m in store.memory_history(newer.id)] == [first.id]
     assert store.l1_seq(newer.id) == newer.seq
     assert store.l1_seq("mem_missing") is None

@@ -161,6 +161,11 @@ class MemoryStore(abc.ABC):
         """Memories by sequence number (those that exist, whatever their status)."""
 
     @abc.abstractmethod
+    def l1_contents(self, seqs: Iterable[int]) -> dict[int, str]:
+        """Memories' text by sequence number: what telling a memory's language needs on the
+        recall path, without decoding whole rows."""
+
+    @abc.abstractmethod
     def memory_by_id(self, memory_id: str) -> Memory | None: ...
 
     @abc.abstractmethod

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal, paging, refs
+from memory_tencentdb.offload.budget import AssembleBudget
 from memory_tencentdb.offload.host_status import HostReports
 from memory_tencentdb.offload.layout import ScopeLayout
-from memory_tencentdb.offload.levels import Shrinker, Thresholds
+from memory_tencentdb.offload.levels import OVERHEAD, Shrinker, Thresholds
 from memory_tencentdb.offload.messages import (
     CANVAS_MARK,
     HISTORY_MARK,
@@ -701,7 +702,7 @@ class OffloadService:
                 self.last_error["l15"] = f"{type(e).__name__}: {e}"
                 log.warning("offload L1.5 failed: %s", e)
         recorder = _Recorder(self, sess)
-        input_tokens = sum(sum(map(self.count, m.parts)) + 4 for m in msgs) + system_tokens
+        input_tokens = sum(sum(map(self.count, m.parts)) + OVERHEAD for m in msgs) + system_tokens
         guide_text = guide.text(sess.scope.layout.root, sess.journal_path)
         guide_tokens = self.count(guide_text)
         active = sess.state.get("active") or sess.state.get("previous")
@@ -728,6 +729,7 @@ class OffloadService:
             turn_prompt=sess.state.get("turn_prompt"),
             request_follows=follows,
         )
+        tally = AssembleBudget(budget, shrinker, self.count, fixed, guide_tokens)
         restored = False if follows else self._restore_request(sess, msgs, fmt)
         shrinker.build(msgs)
         outcome = shrinker.run()
@@ -735,20 +737,20 @@ class OffloadService:
         if active and not (sess.scope.layout.mmds / active).exists():
             active = None
         block, info = self._shown_block(
-            sess, active, outcome, canvas_cap, shrinker.total - fixed, follows=follows
+            sess, active, outcome, canvas_cap, tally.list_tokens(), follows=follows
         )
-        if block:
-            shrinker.total += self.count(block) + 4
-            if shrinker.emergency():  # the canvas tipped it over: more left, show them too
-                outcome.level = "emergency"
-                shrinker.total -= self.count(block) + 4
-                block, info = self._shown_block(
-                    sess, active, outcome, canvas_cap, shrinker.total - fixed, follows=follows
-                )
-                shrinker.total += self.count(block) + 4 if block else 0
+        tally.put("canvas", block)
+        if block and shrinker.emergency():  # the canvas tipped it over: more left, show them too
+            outcome.level = "emergency"
+            tally.put("canvas", "")
+            block, info = self._shown_block(
+                sess, active, outcome, canvas_cap, tally.list_tokens(), follows=follows
+            )
+            tally.put("canvas", block)
         if not self._shortened(sess, outcome):
             guide_text = ""  # nothing to read back: the guide would only cost tokens
-            shrinker.total -= guide_tokens
+            tally.put("guide", guide_text, message=False)
+        tally.seal()
         history = (
             self._history_blocks(sess, outcome.removed, active)
             if outcome.level in ("aggressive", "emergency")
@@ -767,9 +769,9 @@ class OffloadService:
 
         note = note_for(removed)
         need_head = first is not None and first.kind != "user"
-        hist_tokens = sum(self.count(h) + 4 for h in history)
-        while history and shrinker.total + hist_tokens > budget:
-            hist_tokens -= self.count(history.pop(0)) + 4
+        hist_tokens = sum(tally.cost(h) for h in history)
+        while history and not tally.fits(hist_tokens):
+            hist_tokens -= tally.cost(history.pop(0))
         # Whatever left is named by a task's history block or this note (also for a host that
         # shows its own canvas instead of ours), and the list never starts with an assistant.
         head = "\n".join(history) if history else (note if removed or need_head else "")
@@ -777,32 +779,27 @@ class OffloadService:
             head = sent_back[-1]
         if head and not (not removed and sent_back and head == sent_back[-1]):
             head = sign(head, self.mark_key)  # (a block sent back is signed already)
-        hist_tokens = self.count(head) + 4 if head else 0
-        total = shrinker.total + hist_tokens
-        if total > budget and block:  # last resort: the canvas shrinks to its newest step
-            old = self.count(block) + 4
+        tally.put("head", head)
+        if tally.over() and block:  # last resort: the canvas shrinks to its newest step
             block, info = self._shown_block(
                 sess, active, outcome, canvas_cap, 0, squeeze=60, follows=follows
             )
-            total += (self.count(block) + 4 if block else 0) - old
-        if total > budget and guide_text:
-            old = self.count(guide_text)
+            tally.put("canvas", block)
+        if tally.over() and guide_text:
             guide_text = (
                 f"Offloaded content: {guide.TOOL_NAME} with tool_call_id, result_ref, node_id"
                 f" or canvas; files under {sess.scope.layout.root}."
             )
-            total += self.count(guide_text) - old
-        extra = total - shrinker.total
-        if total > budget and shrinker.fit(budget - extra):
+            tally.put("guide", guide_text, message=False)
+        if tally.over() and tally.fit_list():
             # What was added after the levels ran (the history head, the canvas, the guide)
             # tipped it over: more of what may go goes (the note then counts them too).
             outcome.level = "emergency"
             if not history:  # the note counts what left, and the list starts with a user
-                old = self.count(head) + 4 if head else 0
                 removed = sum(len(u.items) for u in outcome.units if u.removed)
                 head = sign(note_for(removed), self.mark_key)
-                extra += self.count(head) + 4 - old
-            total = shrinker.total + extra
+                tally.put("head", head)
+        total = tally.total
         # Nothing else may go: the system prompt, the tool schemas, the request and the canvas
         # are what the model needs to go on with the task. Said once (log, /health) per episode.
         self._note_fixed_over(sess, budget, int(total), outcome, system_tokens)
@@ -846,8 +843,8 @@ class OffloadService:
                 "over_budget": total > budget,
                 "fixed_tokens": outcome.fixed_tokens + system_tokens,
                 "request_restored": restored,
-                "canvas_tokens": self.count(block) + 4 if block else 0,
-                "guide_tokens": self.count(guide_text) if guide_text else 0,
+                "canvas_tokens": tally.tokens("canvas"),
+                "guide_tokens": tally.tokens("guide"),
                 "saved_tokens": int(input_tokens - total),
             },
         }

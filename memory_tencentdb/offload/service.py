@@ -19,7 +19,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal, paging, refs
+from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal
 from memory_tencentdb.offload.budget import AssembleBudget
 from memory_tencentdb.offload.host_status import HostReports
 from memory_tencentdb.offload.layout import ScopeLayout
@@ -34,10 +34,9 @@ from memory_tencentdb.offload.messages import (
     sign,
     user_message,
 )
+from memory_tencentdb.offload.readback import ReadBack
 from memory_tencentdb.offload.records import (
     Boundary,
-    OffloadInputError,
-    OffloadNotFound,
     OffloadRow,
     ToolResult,
     strip_id,
@@ -48,7 +47,6 @@ from memory_tencentdb.offload.store import (
     content_of,
     message_id,
     prefix_of,
-    read_ref_text,
     session_canvases,
     split_ref,
 )
@@ -96,6 +94,7 @@ class OffloadService:
         self._guard = threading.Lock()
         self.counts = {"tool_results": 0, "assembles": 0, "reads": 0}
         self.hosts = HostReports()  # POST /offload/host-status (host adapters' own seams)
+        self.readback = ReadBack(self)  # /offload/read, /offload/canvases, /offload/guide
         # Sessions whose last answer could not fit its budget because the fixed part (system
         # prompt, tool schemas, the request, the canvas) alone exceeds it: /health shows them,
         # an entry leaves when that session's next answer fits.
@@ -978,48 +977,6 @@ class OffloadService:
 
     # ------------------------------------------------------------------ read-back
 
-    def _all_rows(self, scope: str, session_key: str | None) -> list[tuple[Session, OffloadRow]]:
-        sc = self.scope(scope)
-        keys: list[str] = []
-        if session_key:
-            keys.append(session_key)
-        for path in sc.layout.journals():
-            state = (
-                sc.layout.root
-                / "sessions"
-                / (path.name[len("offload-") : -len(".jsonl")] + ".json")
-            )
-            try:
-                key = json.loads(state.read_text("utf-8")).get("session_key")
-            except (OSError, ValueError):
-                key = None
-            if key and key not in keys:
-                keys.append(key)
-        out: list[tuple[Session, OffloadRow]] = []
-        for key in keys:
-            sess = self.session(scope, key)
-            with sess.lock:
-                out.extend((sess, r) for r in list(sess.rows))
-        return out
-
-    def _read_ref(self, sc: Scope, ref: str) -> dict[str, str]:
-        try:
-            name, span = split_ref(ref)
-        except ValueError:
-            raise OffloadNotFound(f"no ref {ref!r} in this scope") from None
-        path = Path(name)
-        if not path.is_absolute():
-            path = sc.layout.root / (name if name.startswith("refs/") else f"refs/{name}")
-        if not sc.layout.inside(path) or path.suffix != ".md" or not path.is_file():
-            raise OffloadNotFound(f"no ref {ref!r} in this scope")
-        rel = path.relative_to(sc.layout.root).as_posix()
-        if span is not None:
-            rel += f"#{span[0]}-{span[1]}"
-        try:
-            return refs.parse(read_ref_text(sc.layout.root, rel))  # no newline translation
-        except UnicodeDecodeError:
-            raise OffloadNotFound(f"no ref {ref!r} in this scope") from None
-
     def read(
         self,
         scope: str,
@@ -1028,120 +985,16 @@ class OffloadService:
         length: int | None = None,
         **key: str,
     ) -> dict[str, Any]:
-        """The original behind a key; a tool result's or a canvas's text as the page
-        ``[offset, offset+length)`` with where the next page starts (paging.py)."""
-        out = self._read_whole(scope, session_key, **key)
-        field = {"tool_result": "content", "canvas": "text"}.get(out["kind"])
-        if field is not None:
-            whole = out[field]
-            # The next page is named by what this page was read from (not "active", which
-            # may move on between two pages).
-            if out["kind"] == "canvas":
-                again = {"canvas": out["canvas"]}
-            elif key.get("tool_call_id") and out.get("tool_call_id"):
-                again = {"tool_call_id": out["tool_call_id"]}
-            else:
-                again = {"result_ref": out["result_ref"]}
-            info = paging.page(whole, offset, length, again)
-            out[field] = whole[info["offset"] : info["end"]]
-            out.update(info)
-        return out
-
-    def _read_whole(self, scope: str, session_key: str | None, **key: str) -> dict[str, Any]:
-        self.counts["reads"] += 1
-        sc = self.scope(scope)
-        if key.get("tool_call_id") or key.get("result_ref"):
-            wanted_id = strip_id(key["tool_call_id"]) if key.get("tool_call_id") else None
-            wanted_ref = key.get("result_ref")
-            if wanted_ref and Path(wanted_ref).is_absolute():
-                try:
-                    wanted_ref = str(Path(wanted_ref).resolve().relative_to(sc.layout.root))
-                except ValueError:
-                    raise OffloadNotFound(f"no ref {key['result_ref']!r} in this scope") from None
-            if wanted_ref and not wanted_ref.startswith("refs/"):
-                wanted_ref = f"refs/{wanted_ref}"
-            for _, row in self._all_rows(scope, session_key):
-                if (wanted_id and strip_id(row.tool_call_id) == wanted_id) or (
-                    wanted_ref and row.result_ref == wanted_ref
-                ):
-                    fields = self._read_ref(sc, row.result_ref)
-                    return {
-                        "kind": "tool_result",
-                        "tool_call_id": row.tool_call_id,
-                        "tool_name": row.tool_name,
-                        "result_ref": row.result_ref,
-                        **_ref_location(sc.layout.root, row.result_ref),
-                        "content": fields["content"],
-                        "encoding": fields.get("encoding", "text"),
-                        "row": row.as_json(),
-                    }
-            if wanted_ref:  # a ref without a row (e.g. the original's files)
-                fields = self._read_ref(sc, wanted_ref)
-                return {
-                    "kind": "tool_result",
-                    "tool_call_id": fields.get("call_id"),
-                    "tool_name": fields.get("tool"),
-                    "result_ref": wanted_ref,
-                    **_ref_location(sc.layout.root, wanted_ref),
-                    "content": fields["content"],
-                    "encoding": fields.get("encoding", "text"),
-                    "row": None,
-                }
-            raise OffloadNotFound(
-                f"no tool result {key.get('tool_call_id') or key.get('result_ref')!r} in this scope"
-            )
-        if key.get("node_id"):
-            node = key["node_id"].strip()
-            if not canvas.NODE_ID.fullmatch(node):
-                raise OffloadInputError("node_id", "must look like NNN-N<k>, e.g. 003-N2")
-            rows = [r.as_json() for _, r in self._all_rows(scope, session_key) if r.node_id == node]
-            name = next((f for f in sc.canvas_files() if prefix_of(f) == node.split("-N")[0]), None)
-            if not rows and name is None:
-                raise OffloadNotFound(f"no node {node!r} in this scope")
-            return {"kind": "node", "node_id": node, "canvas": name, "rows": rows}
-        name = (key.get("canvas") or "").strip()
-        if name == "active":
-            if not session_key:
-                raise OffloadInputError("session_key", 'required with canvas "active"')
-            name = self.active_canvas(scope, session_key) or ""
-            if not name:
-                raise OffloadNotFound("this session has no active canvas")
-        files = sc.canvas_files()
-        match = next((f for f in files if f in (name, f"{name}.mmd") or prefix_of(f) == name), None)
-        if match is None:
-            raise OffloadNotFound(f"no canvas {name!r} in this scope")
-        return {"kind": "canvas", **self._canvas_info(sc, match, with_text=True)}
-
-    def _canvas_info(self, sc: Scope, name: str, with_text: bool = False) -> dict[str, Any]:
-        text = sc.read_canvas(name)
-        meta = canvas.parse_meta(text)
-        info: dict[str, Any] = {
-            "file": name,
-            "canvas": name,
-            "path": str(sc.layout.mmds / name),
-            "task_goal": meta.task_goal,
-            "created_time": meta.created_time,
-            "updated_time": meta.updated_time,
-            "node_count": len(canvas.node_ids(text, prefix_of(name))),
-            "status": canvas.status_counts(text),
-            "meta": meta.__dict__,
-        }
-        if with_text:
-            info["text"] = text
-        return info
+        """The original behind a key, paged (offload/readback.py)."""
+        return self.readback.read(scope, session_key, offset, length, **key)
 
     def canvases(self, scope: str, session_key: str | None) -> dict[str, Any]:
-        sc = self.scope(scope)
-        active = self.session(scope, session_key).state.get("active") if session_key else None
-        files = sc.canvas_files()
-        act = self._canvas_info(sc, active, True) if active in files else None
-        history = [self._canvas_info(sc, f) for f in reversed(files) if f != active]
-        return {"active": act, "history": history, "data_dir": str(sc.layout.root)}
+        """The session's active canvas and the scope's others (offload/readback.py)."""
+        return self.readback.canvases(scope, session_key)
 
     def guide(self, scope: str, session_key: str | None) -> dict[str, Any]:
-        sc = self.scope(scope)
-        journal_path = sc.layout.journal(session_key or "<session>")
-        return guide.tool(sc.layout.root, journal_path)
+        """The read tool's description for this scope (offload/readback.py)."""
+        return self.readback.guide(scope, session_key)
 
     # ------------------------------------------------------------------ health
 
@@ -1222,13 +1075,6 @@ class _Recorder:
 
     def count_parts(self, parts: list[str]) -> int:
         return sum(self.svc.count(p) for p in parts)
-
-
-def _ref_location(root: Path, ref: str) -> dict[str, Any]:
-    """Where a ref's text lies on disk: the file, and for a part of a request's bundle
-    (``refs/<f>.md#<start>-<end>``) its byte range in that file, so ``path`` is always a file."""
-    name, span = split_ref(ref)
-    return {"path": str(root / name), "bytes": list(span) if span else None}
 
 
 def _clip(text: str, n: int) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal
 from memory_tencentdb.offload.budget import AssembleBudget
+from memory_tencentdb.offload.context_blocks import ContextBlocks
 from memory_tencentdb.offload.host_status import HostReports
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.offload.levels import OVERHEAD, Shrinker, Thresholds
@@ -39,7 +40,6 @@ from memory_tencentdb.offload.records import (
     Boundary,
     OffloadRow,
     ToolResult,
-    strip_id,
 )
 from memory_tencentdb.offload.store import (
     Scope,
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("memory_tencentdb.offload")
 
 CANVAS_SHOWN_TOKENS = 1500
-COMPACT_CANVAS_TOKENS = 300  # the canvas while every step is still in the list
 TASK_TEXT_CHARS = 8000  # of a task's first prompt, kept for L1.5 (session state)
 # The smallest token_budget /offload/assemble takes: the offload's own messages (the guide
 # ~150 tokens with its paths, a canvas squeezed to its goal and newest step ~120, the history
@@ -95,6 +94,7 @@ class OffloadService:
         self.counts = {"tool_results": 0, "assembles": 0, "reads": 0}
         self.hosts = HostReports()  # POST /offload/host-status (host adapters' own seams)
         self.readback = ReadBack(self)  # /offload/read, /offload/canvases, /offload/guide
+        self.blocks = ContextBlocks(self)  # the canvas and history messages of an answer
         # Sessions whose last answer could not fit its budget because the fixed part (system
         # prompt, tool schemas, the request, the canvas) alone exceeds it: /health shows them,
         # an entry leaves when that session's next answer fits.
@@ -543,7 +543,7 @@ class OffloadService:
             sess.begin()
             try:
                 # Results the host appends after the list (OpenClaw's current turn) count as
-                # in the context for this call: _stub_savings, _shortened.
+                # in the context for this call: ContextBlocks.stub_savings, .shortened.
                 sess.pending_ids = list(pending_tool_call_ids or []) if current_turn_follows else []
                 out = self._assemble(
                     sess, fmt, msgs, token_budget, prompt, system_tokens, current_turn_follows
@@ -558,127 +558,6 @@ class OffloadService:
         self.last_error["l3"] = None
         out["stats"]["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return out
-
-    def _canvas_block(
-        self, sess: Session, name: str, max_tokens: int, shown: set[str], left: bool = True
-    ) -> tuple[str, dict]:
-        """The canvas message: the steps in ``shown`` (``left``: those that left the context),
-        the newest that fit ``max_tokens``, with short labels. The file keeps every node."""
-        text = sess.canvas_text(name)
-        meta = canvas.parse_meta(text)
-        # Escaped, and 160 characters in both forms: a harness prompt's task names itself
-        # after its template's opening sentence (the shared SWE-agent/CTF sessions: at
-        # characters 96-130), which a 100-character goal cut off in the real OpenClaw replay.
-        goal = canvas.goal_text(meta.task_goal, 160)
-        n = len(shown)
-        floor = min(1, n)  # at least the newest step, even when squeezed
-        while True:
-            body, older = canvas.view(text, shown, n)
-            if older and left:  # the compact canvas's older steps are in the list
-                more = f'flowchart TD\n    %% {older} older steps: {{"canvas": "{name}"}}'
-                body = body.replace("flowchart TD", more, 1)
-            # While every step is in the list (its results), the goal and the newest steps are
-            # all the compact canvas needs to say. The goal is always there: it is the current
-            # task's, whatever else had to leave.
-            about = (
-                f"Task canvas, steps that left the context; a step's results:"
-                f' {guide.TOOL_NAME} {{"node_id": "<node>"}}\n'
-                if left
-                else ""
-            )
-            block = sign(
-                f'<current_task_context file="{name}">\n{about}Goal: {goal}\n'
-                f"```mermaid\n{body}\n```\n</current_task_context>",
-                self.mark_key,
-            )
-            tokens = self.count(block)
-            if tokens <= max_tokens or n <= floor:
-                break
-            n = max(floor, min(n - 1, int(n * max_tokens / tokens)))
-        info = {
-            "file": name,
-            "path": str(sess.scope.layout.mmds / name),
-            "task_goal": meta.task_goal,
-            "node_count": len(canvas.node_ids(text, prefix_of(name))),
-            "shown_nodes": n,
-            "text": text,
-        }
-        return block, info
-
-    def _shown_block(
-        self,
-        sess: Session,
-        active: str | None,
-        outcome: Any,
-        cap: int,
-        list_tokens: int,
-        squeeze: int | None = None,
-        follows: bool = False,
-    ) -> tuple[str, dict | None]:
-        """The one canvas message of this answer (none only while the session has no step).
-
-        Proportional to what it stands in for: while every step is still in the list, a compact
-        canvas of the newest steps (at most ``COMPACT_CANVAS_TOKENS``: ~40 tokens, 1% of the
-        list and a quarter of what its stubs save, so it costs what the offload saves); once
-        steps of the active task left the context, those steps, at most a quarter of the tokens
-        they took (``cap`` at most), so the canvas never costs more than the removal saved.
-        An empty list stays empty (a canvas alone is no conversation to send), unless the
-        host appends the current turn after it (``follows``: OpenClaw's first turn)."""
-        if not (outcome.units or follows):
-            return "", None
-        pending = sess.state.get("pending_goal")
-        if not sess.state.get("active") and pending:
-            return self._pending_block(pending)
-        if not active:
-            return "", None
-        prefix = prefix_of(active)
-        nodes = canvas.node_ids(sess.canvas_text(active), prefix)
-        if not nodes:
-            return "", None
-        small = min(
-            COMPACT_CANVAS_TOKENS, 40 + list_tokens // 100 + self._stub_savings(sess, outcome) // 4
-        )
-        left = {
-            r.node_id for r in outcome.removed if r.node_id and r.node_id.split("-N")[0] == prefix
-        }
-        if not left:
-            return self._canvas_block(sess, active, squeeze or small, set(nodes), left=False)
-        removed_tokens = sum(u.tokens for u in outcome.units if u.removed)
-        limit = squeeze or max(small, min(cap, removed_tokens // 4))
-        return self._canvas_block(sess, active, limit, left, left=True)
-
-    def _pending_block(self, goal: str) -> tuple[str, dict]:
-        """A new task before its first step: its goal (no canvas file yet; the previous
-        task's canvas is not shown as if it were this one's)."""
-        goal = canvas.goal_text(goal, 160)  # escaped: the prompt is the host's text
-        block = sign(
-            f'<current_task_context file="(new task)">\nGoal: {goal}\n'
-            "No step of this task yet.\n</current_task_context>",
-            self.mark_key,
-        )
-        info = {"file": None, "path": None, "task_goal": goal, "node_count": 0}
-        return block, {**info, "shown_nodes": 0, "text": ""}
-
-    def _history_blocks(
-        self, sess: Session, removed: list[OffloadRow], active: str | None
-    ) -> list[str]:
-        prefixes = {r.node_id.split("-N")[0] for r in removed if r.node_id and "-N" in r.node_id}
-        blocks = []
-        for name in sess.scope.canvas_files():
-            if name == active or prefix_of(name) not in prefixes:
-                continue
-            text = sess.scope.read_canvas(name)
-            meta = canvas.parse_meta(text)
-            counts = canvas.status_counts(text)
-            blocks.append(
-                f'<history_task_context file="{name}" mode="meta-only">\n'
-                f"Earlier task (its steps left the context). Goal: {canvas.goal_text(meta.task_goal, 120)}\n"
-                f"Nodes: {len(canvas.node_ids(text, prefix_of(name)))}"
-                f" ({counts.get('done', 0)} done, {counts.get('blocked', 0)} blocked),"
-                f" updated {meta.updated_time}. Whole canvas: {guide.TOOL_NAME}"
-                f' {{"canvas": "{name}"}}\n</history_task_context>'
-            )
-        return blocks[-5:]
 
     def _assemble(
         self,
@@ -735,23 +614,23 @@ class OffloadService:
         active = sess.state.get("active") or sess.state.get("previous")  # this call's steps
         if active and not (sess.scope.layout.mmds / active).exists():
             active = None
-        block, info = self._shown_block(
+        block, info = self.blocks.shown(
             sess, active, outcome, canvas_cap, tally.list_tokens(), follows=follows
         )
         tally.put("canvas", block)
         if block and shrinker.emergency():  # the canvas tipped it over: more left, show them too
             outcome.level = "emergency"
             tally.put("canvas", "")
-            block, info = self._shown_block(
+            block, info = self.blocks.shown(
                 sess, active, outcome, canvas_cap, tally.list_tokens(), follows=follows
             )
             tally.put("canvas", block)
-        if not self._shortened(sess, outcome):
+        if not self.blocks.shortened(sess, outcome):
             guide_text = ""  # nothing to read back: the guide would only cost tokens
             tally.put("guide", guide_text, message=False)
         tally.seal()
         history = (
-            self._history_blocks(sess, outcome.removed, active)
+            self.blocks.history_blocks(sess, outcome.removed, active)
             if outcome.level in ("aggressive", "emergency")
             else []
         )
@@ -780,7 +659,7 @@ class OffloadService:
             head = sign(head, self.mark_key)  # (a block sent back is signed already)
         tally.put("head", head)
         if tally.over() and block:  # last resort: the canvas shrinks to its newest step
-            block, info = self._shown_block(
+            block, info = self.blocks.shown(
                 sess, active, outcome, canvas_cap, 0, squeeze=60, follows=follows
             )
             tally.put("canvas", block)
@@ -908,61 +787,6 @@ class OffloadService:
         while len(self.fixed_over_budget) >= 100 and key not in self.fixed_over_budget:
             self.fixed_over_budget.pop(next(iter(self.fixed_over_budget)))
         self.fixed_over_budget[key] = entry
-
-    def _stub_savings(self, sess: Session, outcome: Any) -> int:
-        """Tokens the stubs in this answer save (applied here or by the host)."""
-        saved = 0
-        for u in outcome.units:
-            if u.removed:
-                continue
-            for item in u.items[1:]:
-                m = item.msg
-                row = sess.row(m.call_id or "") if m is not None and m.role == "tool" else None
-                if row is not None and row.offloaded is True and row.tokens > item.tokens:
-                    saved += row.tokens - item.tokens
-        for row in self._pending_rows(sess, outcome):
-            stub = self.count(self.stub(sess, row))
-            saved += max(0, row.tokens - stub)
-        return saved
-
-    def _pending_rows(self, sess: Session, outcome: Any) -> list[OffloadRow]:
-        """Stubbed rows of the results the host appends after the list (``pending_ids``),
-        those the list does not hold itself."""
-        ids = sess.pending_ids
-        if not ids:
-            return []
-        listed = {
-            strip_id(item.msg.call_id or "")
-            for u in outcome.units
-            for item in u.items
-            if item.msg is not None and item.msg.role == "tool"
-        }
-        rows = []
-        for cid in dict.fromkeys(strip_id(i) for i in ids):
-            row = sess.row(cid)
-            if cid not in listed and row is not None and row.offloaded is True:
-                rows.append(row)
-        return rows
-
-    def _shortened(self, sess: Session, outcome: Any) -> bool:
-        """Does this answer hold anything shortened (a stub, a truncation, a removal, a
-        dropped orphan), including stubs the host applied itself from ``/offload/tool-result``?"""
-        if outcome.stubbed or outcome.truncated or outcome.removed or outcome.orphans:
-            return True
-        if self._pending_rows(sess, outcome):
-            return True
-        for u in outcome.units:
-            if u.removed:
-                return True
-            for item in u.items:
-                if item.state != "orig":
-                    return True
-                m = item.msg
-                if m is not None and m.role == "tool":
-                    row = sess.row(m.call_id or "")
-                    if row is not None and row.offloaded is True:
-                        return True
-        return False
 
     def _mark(self, sess: Session, outcome: Any) -> None:
         changed = False

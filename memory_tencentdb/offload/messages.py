@@ -28,7 +28,7 @@ OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 _SIG = re.compile(r' sig="([0-9a-f]{16})"')  # 64 bits of HMAC-SHA256
 _OPEN_TAG_CHARS = 400  # the signature is in the opening tag (bounded search)
 _CLOSE_TAGS = {CANVAS_MARK: "</current_task_context>", HISTORY_MARK: "</history_task_context>"}
-# A history head joins at most 5 task blocks (service._history_blocks); a few more are tried.
+# A history head joins at most 5 task blocks (ContextBlocks.history_blocks); a few more are tried.
 _MAX_JOINED_BLOCKS = 8
 AGENT_ROLES = {"user", "assistant", "toolResult", "system"}
 

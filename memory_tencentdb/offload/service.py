@@ -19,10 +19,12 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal, paging, refs
+from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal
+from memory_tencentdb.offload.budget import AssembleBudget
+from memory_tencentdb.offload.context_blocks import ContextBlocks
 from memory_tencentdb.offload.host_status import HostReports
 from memory_tencentdb.offload.layout import ScopeLayout
-from memory_tencentdb.offload.levels import Shrinker, Thresholds
+from memory_tencentdb.offload.levels import OVERHEAD, Shrinker, Thresholds
 from memory_tencentdb.offload.messages import (
     CANVAS_MARK,
     HISTORY_MARK,
@@ -33,13 +35,11 @@ from memory_tencentdb.offload.messages import (
     sign,
     user_message,
 )
+from memory_tencentdb.offload.readback import ReadBack
 from memory_tencentdb.offload.records import (
     Boundary,
-    OffloadInputError,
-    OffloadNotFound,
     OffloadRow,
     ToolResult,
-    strip_id,
 )
 from memory_tencentdb.offload.store import (
     Scope,
@@ -47,7 +47,6 @@ from memory_tencentdb.offload.store import (
     content_of,
     message_id,
     prefix_of,
-    read_ref_text,
     session_canvases,
     split_ref,
 )
@@ -63,7 +62,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("memory_tencentdb.offload")
 
 CANVAS_SHOWN_TOKENS = 1500
-COMPACT_CANVAS_TOKENS = 300  # the canvas while every step is still in the list
 TASK_TEXT_CHARS = 8000  # of a task's first prompt, kept for L1.5 (session state)
 # The smallest token_budget /offload/assemble takes: the offload's own messages (the guide
 # ~150 tokens with its paths, a canvas squeezed to its goal and newest step ~120, the history
@@ -95,6 +93,8 @@ class OffloadService:
         self._guard = threading.Lock()
         self.counts = {"tool_results": 0, "assembles": 0, "reads": 0}
         self.hosts = HostReports()  # POST /offload/host-status (host adapters' own seams)
+        self.readback = ReadBack(self)  # /offload/read, /offload/canvases, /offload/guide
+        self.blocks = ContextBlocks(self)  # the canvas and history messages of an answer
         # Sessions whose last answer could not fit its budget because the fixed part (system
         # prompt, tool schemas, the request, the canvas) alone exceeds it: /health shows them,
         # an entry leaves when that session's next answer fits.
@@ -543,7 +543,7 @@ class OffloadService:
             sess.begin()
             try:
                 # Results the host appends after the list (OpenClaw's current turn) count as
-                # in the context for this call: _stub_savings, _shortened.
+                # in the context for this call: ContextBlocks.stub_savings, .shortened.
                 sess.pending_ids = list(pending_tool_call_ids or []) if current_turn_follows else []
                 out = self._assemble(
                     sess, fmt, msgs, token_budget, prompt, system_tokens, current_turn_follows
@@ -558,127 +558,6 @@ class OffloadService:
         self.last_error["l3"] = None
         out["stats"]["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return out
-
-    def _canvas_block(
-        self, sess: Session, name: str, max_tokens: int, shown: set[str], left: bool = True
-    ) -> tuple[str, dict]:
-        """The canvas message: the steps in ``shown`` (``left``: those that left the context),
-        the newest that fit ``max_tokens``, with short labels. The file keeps every node."""
-        text = sess.canvas_text(name)
-        meta = canvas.parse_meta(text)
-        # Escaped, and 160 characters in both forms: a harness prompt's task names itself
-        # after its template's opening sentence (the shared SWE-agent/CTF sessions: at
-        # characters 96-130), which a 100-character goal cut off in the real OpenClaw replay.
-        goal = canvas.goal_text(meta.task_goal, 160)
-        n = len(shown)
-        floor = min(1, n)  # at least the newest step, even when squeezed
-        while True:
-            body, older = canvas.view(text, shown, n)
-            if older and left:  # the compact canvas's older steps are in the list
-                more = f'flowchart TD\n    %% {older} older steps: {{"canvas": "{name}"}}'
-                body = body.replace("flowchart TD", more, 1)
-            # While every step is in the list (its results), the goal and the newest steps are
-            # all the compact canvas needs to say. The goal is always there: it is the current
-            # task's, whatever else had to leave.
-            about = (
-                f"Task canvas, steps that left the context; a step's results:"
-                f' {guide.TOOL_NAME} {{"node_id": "<node>"}}\n'
-                if left
-                else ""
-            )
-            block = sign(
-                f'<current_task_context file="{name}">\n{about}Goal: {goal}\n'
-                f"```mermaid\n{body}\n```\n</current_task_context>",
-                self.mark_key,
-            )
-            tokens = self.count(block)
-            if tokens <= max_tokens or n <= floor:
-                break
-            n = max(floor, min(n - 1, int(n * max_tokens / tokens)))
-        info = {
-            "file": name,
-            "path": str(sess.scope.layout.mmds / name),
-            "task_goal": meta.task_goal,
-            "node_count": len(canvas.node_ids(text, prefix_of(name))),
-            "shown_nodes": n,
-            "text": text,
-        }
-        return block, info
-
-    def _shown_block(
-        self,
-        sess: Session,
-        active: str | None,
-        outcome: Any,
-        cap: int,
-        list_tokens: int,
-        squeeze: int | None = None,
-        follows: bool = False,
-    ) -> tuple[str, dict | None]:
-        """The one canvas message of this answer (none only while the session has no step).
-
-        Proportional to what it stands in for: while every step is still in the list, a compact
-        canvas of the newest steps (at most ``COMPACT_CANVAS_TOKENS``: ~40 tokens, 1% of the
-        list and a quarter of what its stubs save, so it costs what the offload saves); once
-        steps of the active task left the context, those steps, at most a quarter of the tokens
-        they took (``cap`` at most), so the canvas never costs more than the removal saved.
-        An empty list stays empty (a canvas alone is no conversation to send), unless the
-        host appends the current turn after it (``follows``: OpenClaw's first turn)."""
-        if not (outcome.units or follows):
-            return "", None
-        pending = sess.state.get("pending_goal")
-        if not sess.state.get("active") and pending:
-            return self._pending_block(pending)
-        if not active:
-            return "", None
-        prefix = prefix_of(active)
-        nodes = canvas.node_ids(sess.canvas_text(active), prefix)
-        if not nodes:
-            return "", None
-        small = min(
-            COMPACT_CANVAS_TOKENS, 40 + list_tokens // 100 + self._stub_savings(sess, outcome) // 4
-        )
-        left = {
-            r.node_id for r in outcome.removed if r.node_id and r.node_id.split("-N")[0] == prefix
-        }
-        if not left:
-            return self._canvas_block(sess, active, squeeze or small, set(nodes), left=False)
-        removed_tokens = sum(u.tokens for u in outcome.units if u.removed)
-        limit = squeeze or max(small, min(cap, removed_tokens // 4))
-        return self._canvas_block(sess, active, limit, left, left=True)
-
-    def _pending_block(self, goal: str) -> tuple[str, dict]:
-        """A new task before its first step: its goal (no canvas file yet; the previous
-        task's canvas is not shown as if it were this one's)."""
-        goal = canvas.goal_text(goal, 160)  # escaped: the prompt is the host's text
-        block = sign(
-            f'<current_task_context file="(new task)">\nGoal: {goal}\n'
-            "No step of this task yet.\n</current_task_context>",
-            self.mark_key,
-        )
-        info = {"file": None, "path": None, "task_goal": goal, "node_count": 0}
-        return block, {**info, "shown_nodes": 0, "text": ""}
-
-    def _history_blocks(
-        self, sess: Session, removed: list[OffloadRow], active: str | None
-    ) -> list[str]:
-        prefixes = {r.node_id.split("-N")[0] for r in removed if r.node_id and "-N" in r.node_id}
-        blocks = []
-        for name in sess.scope.canvas_files():
-            if name == active or prefix_of(name) not in prefixes:
-                continue
-            text = sess.scope.read_canvas(name)
-            meta = canvas.parse_meta(text)
-            counts = canvas.status_counts(text)
-            blocks.append(
-                f'<history_task_context file="{name}" mode="meta-only">\n'
-                f"Earlier task (its steps left the context). Goal: {canvas.goal_text(meta.task_goal, 120)}\n"
-                f"Nodes: {len(canvas.node_ids(text, prefix_of(name)))}"
-                f" ({counts.get('done', 0)} done, {counts.get('blocked', 0)} blocked),"
-                f" updated {meta.updated_time}. Whole canvas: {guide.TOOL_NAME}"
-                f' {{"canvas": "{name}"}}\n</history_task_context>'
-            )
-        return blocks[-5:]
 
     def _assemble(
         self,
@@ -701,7 +580,7 @@ class OffloadService:
                 self.last_error["l15"] = f"{type(e).__name__}: {e}"
                 log.warning("offload L1.5 failed: %s", e)
         recorder = _Recorder(self, sess)
-        input_tokens = sum(sum(map(self.count, m.parts)) + 4 for m in msgs) + system_tokens
+        input_tokens = sum(sum(map(self.count, m.parts)) + OVERHEAD for m in msgs) + system_tokens
         guide_text = guide.text(sess.scope.layout.root, sess.journal_path)
         guide_tokens = self.count(guide_text)
         active = sess.state.get("active") or sess.state.get("previous")
@@ -728,29 +607,30 @@ class OffloadService:
             turn_prompt=sess.state.get("turn_prompt"),
             request_follows=follows,
         )
+        tally = AssembleBudget(budget, shrinker, self.count, fixed, guide_tokens)
         restored = False if follows else self._restore_request(sess, msgs, fmt)
         shrinker.build(msgs)
         outcome = shrinker.run()
         active = sess.state.get("active") or sess.state.get("previous")  # this call's steps
         if active and not (sess.scope.layout.mmds / active).exists():
             active = None
-        block, info = self._shown_block(
-            sess, active, outcome, canvas_cap, shrinker.total - fixed, follows=follows
+        block, info = self.blocks.shown(
+            sess, active, outcome, canvas_cap, tally.list_tokens(), follows=follows
         )
-        if block:
-            shrinker.total += self.count(block) + 4
-            if shrinker.emergency():  # the canvas tipped it over: more left, show them too
-                outcome.level = "emergency"
-                shrinker.total -= self.count(block) + 4
-                block, info = self._shown_block(
-                    sess, active, outcome, canvas_cap, shrinker.total - fixed, follows=follows
-                )
-                shrinker.total += self.count(block) + 4 if block else 0
-        if not self._shortened(sess, outcome):
+        tally.put("canvas", block)
+        if block and shrinker.emergency():  # the canvas tipped it over: more left, show them too
+            outcome.level = "emergency"
+            tally.put("canvas", "")
+            block, info = self.blocks.shown(
+                sess, active, outcome, canvas_cap, tally.list_tokens(), follows=follows
+            )
+            tally.put("canvas", block)
+        if not self.blocks.shortened(sess, outcome):
             guide_text = ""  # nothing to read back: the guide would only cost tokens
-            shrinker.total -= guide_tokens
+            tally.put("guide", guide_text, message=False)
+        tally.seal()
         history = (
-            self._history_blocks(sess, outcome.removed, active)
+            self.blocks.history_blocks(sess, outcome.removed, active)
             if outcome.level in ("aggressive", "emergency")
             else []
         )
@@ -767,9 +647,9 @@ class OffloadService:
 
         note = note_for(removed)
         need_head = first is not None and first.kind != "user"
-        hist_tokens = sum(self.count(h) + 4 for h in history)
-        while history and shrinker.total + hist_tokens > budget:
-            hist_tokens -= self.count(history.pop(0)) + 4
+        hist_tokens = sum(tally.cost(h) for h in history)
+        while history and not tally.fits(hist_tokens):
+            hist_tokens -= tally.cost(history.pop(0))
         # Whatever left is named by a task's history block or this note (also for a host that
         # shows its own canvas instead of ours), and the list never starts with an assistant.
         head = "\n".join(history) if history else (note if removed or need_head else "")
@@ -777,32 +657,27 @@ class OffloadService:
             head = sent_back[-1]
         if head and not (not removed and sent_back and head == sent_back[-1]):
             head = sign(head, self.mark_key)  # (a block sent back is signed already)
-        hist_tokens = self.count(head) + 4 if head else 0
-        total = shrinker.total + hist_tokens
-        if total > budget and block:  # last resort: the canvas shrinks to its newest step
-            old = self.count(block) + 4
-            block, info = self._shown_block(
+        tally.put("head", head)
+        if tally.over() and block:  # last resort: the canvas shrinks to its newest step
+            block, info = self.blocks.shown(
                 sess, active, outcome, canvas_cap, 0, squeeze=60, follows=follows
             )
-            total += (self.count(block) + 4 if block else 0) - old
-        if total > budget and guide_text:
-            old = self.count(guide_text)
+            tally.put("canvas", block)
+        if tally.over() and guide_text:
             guide_text = (
                 f"Offloaded content: {guide.TOOL_NAME} with tool_call_id, result_ref, node_id"
                 f" or canvas; files under {sess.scope.layout.root}."
             )
-            total += self.count(guide_text) - old
-        extra = total - shrinker.total
-        if total > budget and shrinker.fit(budget - extra):
+            tally.put("guide", guide_text, message=False)
+        if tally.over() and tally.fit_list():
             # What was added after the levels ran (the history head, the canvas, the guide)
             # tipped it over: more of what may go goes (the note then counts them too).
             outcome.level = "emergency"
             if not history:  # the note counts what left, and the list starts with a user
-                old = self.count(head) + 4 if head else 0
                 removed = sum(len(u.items) for u in outcome.units if u.removed)
                 head = sign(note_for(removed), self.mark_key)
-                extra += self.count(head) + 4 - old
-            total = shrinker.total + extra
+                tally.put("head", head)
+        total = tally.total
         # Nothing else may go: the system prompt, the tool schemas, the request and the canvas
         # are what the model needs to go on with the task. Said once (log, /health) per episode.
         self._note_fixed_over(sess, budget, int(total), outcome, system_tokens)
@@ -846,8 +721,8 @@ class OffloadService:
                 "over_budget": total > budget,
                 "fixed_tokens": outcome.fixed_tokens + system_tokens,
                 "request_restored": restored,
-                "canvas_tokens": self.count(block) + 4 if block else 0,
-                "guide_tokens": self.count(guide_text) if guide_text else 0,
+                "canvas_tokens": tally.tokens("canvas"),
+                "guide_tokens": tally.tokens("guide"),
                 "saved_tokens": int(input_tokens - total),
             },
         }
@@ -913,61 +788,6 @@ class OffloadService:
             self.fixed_over_budget.pop(next(iter(self.fixed_over_budget)))
         self.fixed_over_budget[key] = entry
 
-    def _stub_savings(self, sess: Session, outcome: Any) -> int:
-        """Tokens the stubs in this answer save (applied here or by the host)."""
-        saved = 0
-        for u in outcome.units:
-            if u.removed:
-                continue
-            for item in u.items[1:]:
-                m = item.msg
-                row = sess.row(m.call_id or "") if m is not None and m.role == "tool" else None
-                if row is not None and row.offloaded is True and row.tokens > item.tokens:
-                    saved += row.tokens - item.tokens
-        for row in self._pending_rows(sess, outcome):
-            stub = self.count(self.stub(sess, row))
-            saved += max(0, row.tokens - stub)
-        return saved
-
-    def _pending_rows(self, sess: Session, outcome: Any) -> list[OffloadRow]:
-        """Stubbed rows of the results the host appends after the list (``pending_ids``),
-        those the list does not hold itself."""
-        ids = sess.pending_ids
-        if not ids:
-            return []
-        listed = {
-            strip_id(item.msg.call_id or "")
-            for u in outcome.units
-            for item in u.items
-            if item.msg is not None and item.msg.role == "tool"
-        }
-        rows = []
-        for cid in dict.fromkeys(strip_id(i) for i in ids):
-            row = sess.row(cid)
-            if cid not in listed and row is not None and row.offloaded is True:
-                rows.append(row)
-        return rows
-
-    def _shortened(self, sess: Session, outcome: Any) -> bool:
-        """Does this answer hold anything shortened (a stub, a truncation, a removal, a
-        dropped orphan), including stubs the host applied itself from ``/offload/tool-result``?"""
-        if outcome.stubbed or outcome.truncated or outcome.removed or outcome.orphans:
-            return True
-        if self._pending_rows(sess, outcome):
-            return True
-        for u in outcome.units:
-            if u.removed:
-                return True
-            for item in u.items:
-                if item.state != "orig":
-                    return True
-                m = item.msg
-                if m is not None and m.role == "tool":
-                    row = sess.row(m.call_id or "")
-                    if row is not None and row.offloaded is True:
-                        return True
-        return False
-
     def _mark(self, sess: Session, outcome: Any) -> None:
         changed = False
         for row in outcome.stubbed:
@@ -981,48 +801,6 @@ class OffloadService:
 
     # ------------------------------------------------------------------ read-back
 
-    def _all_rows(self, scope: str, session_key: str | None) -> list[tuple[Session, OffloadRow]]:
-        sc = self.scope(scope)
-        keys: list[str] = []
-        if session_key:
-            keys.append(session_key)
-        for path in sc.layout.journals():
-            state = (
-                sc.layout.root
-                / "sessions"
-                / (path.name[len("offload-") : -len(".jsonl")] + ".json")
-            )
-            try:
-                key = json.loads(state.read_text("utf-8")).get("session_key")
-            except (OSError, ValueError):
-                key = None
-            if key and key not in keys:
-                keys.append(key)
-        out: list[tuple[Session, OffloadRow]] = []
-        for key in keys:
-            sess = self.session(scope, key)
-            with sess.lock:
-                out.extend((sess, r) for r in list(sess.rows))
-        return out
-
-    def _read_ref(self, sc: Scope, ref: str) -> dict[str, str]:
-        try:
-            name, span = split_ref(ref)
-        except ValueError:
-            raise OffloadNotFound(f"no ref {ref!r} in this scope") from None
-        path = Path(name)
-        if not path.is_absolute():
-            path = sc.layout.root / (name if name.startswith("refs/") else f"refs/{name}")
-        if not sc.layout.inside(path) or path.suffix != ".md" or not path.is_file():
-            raise OffloadNotFound(f"no ref {ref!r} in this scope")
-        rel = path.relative_to(sc.layout.root).as_posix()
-        if span is not None:
-            rel += f"#{span[0]}-{span[1]}"
-        try:
-            return refs.parse(read_ref_text(sc.layout.root, rel))  # no newline translation
-        except UnicodeDecodeError:
-            raise OffloadNotFound(f"no ref {ref!r} in this scope") from None
-
     def read(
         self,
         scope: str,
@@ -1031,120 +809,16 @@ class OffloadService:
         length: int | None = None,
         **key: str,
     ) -> dict[str, Any]:
-        """The original behind a key; a tool result's or a canvas's text as the page
-        ``[offset, offset+length)`` with where the next page starts (paging.py)."""
-        out = self._read_whole(scope, session_key, **key)
-        field = {"tool_result": "content", "canvas": "text"}.get(out["kind"])
-        if field is not None:
-            whole = out[field]
-            # The next page is named by what this page was read from (not "active", which
-            # may move on between two pages).
-            if out["kind"] == "canvas":
-                again = {"canvas": out["canvas"]}
-            elif key.get("tool_call_id") and out.get("tool_call_id"):
-                again = {"tool_call_id": out["tool_call_id"]}
-            else:
-                again = {"result_ref": out["result_ref"]}
-            info = paging.page(whole, offset, length, again)
-            out[field] = whole[info["offset"] : info["end"]]
-            out.update(info)
-        return out
-
-    def _read_whole(self, scope: str, session_key: str | None, **key: str) -> dict[str, Any]:
-        self.counts["reads"] += 1
-        sc = self.scope(scope)
-        if key.get("tool_call_id") or key.get("result_ref"):
-            wanted_id = strip_id(key["tool_call_id"]) if key.get("tool_call_id") else None
-            wanted_ref = key.get("result_ref")
-            if wanted_ref and Path(wanted_ref).is_absolute():
-                try:
-                    wanted_ref = str(Path(wanted_ref).resolve().relative_to(sc.layout.root))
-                except ValueError:
-                    raise OffloadNotFound(f"no ref {key['result_ref']!r} in this scope") from None
-            if wanted_ref and not wanted_ref.startswith("refs/"):
-                wanted_ref = f"refs/{wanted_ref}"
-            for _, row in self._all_rows(scope, session_key):
-                if (wanted_id and strip_id(row.tool_call_id) == wanted_id) or (
-                    wanted_ref and row.result_ref == wanted_ref
-                ):
-                    fields = self._read_ref(sc, row.result_ref)
-                    return {
-                        "kind": "tool_result",
-                        "tool_call_id": row.tool_call_id,
-                        "tool_name": row.tool_name,
-                        "result_ref": row.result_ref,
-                        **_ref_location(sc.layout.root, row.result_ref),
-                        "content": fields["content"],
-                        "encoding": fields.get("encoding", "text"),
-                        "row": row.as_json(),
-                    }
-            if wanted_ref:  # a ref without a row (e.g. the original's files)
-                fields = self._read_ref(sc, wanted_ref)
-                return {
-                    "kind": "tool_result",
-                    "tool_call_id": fields.get("call_id"),
-                    "tool_name": fields.get("tool"),
-                    "result_ref": wanted_ref,
-                    **_ref_location(sc.layout.root, wanted_ref),
-                    "content": fields["content"],
-                    "encoding": fields.get("encoding", "text"),
-                    "row": None,
-                }
-            raise OffloadNotFound(
-                f"no tool result {key.get('tool_call_id') or key.get('result_ref')!r} in this scope"
-            )
-        if key.get("node_id"):
-            node = key["node_id"].strip()
-            if not canvas.NODE_ID.fullmatch(node):
-                raise OffloadInputError("node_id", "must look like NNN-N<k>, e.g. 003-N2")
-            rows = [r.as_json() for _, r in self._all_rows(scope, session_key) if r.node_id == node]
-            name = next((f for f in sc.canvas_files() if prefix_of(f) == node.split("-N")[0]), None)
-            if not rows and name is None:
-                raise OffloadNotFound(f"no node {node!r} in this scope")
-            return {"kind": "node", "node_id": node, "canvas": name, "rows": rows}
-        name = (key.get("canvas") or "").strip()
-        if name == "active":
-            if not session_key:
-                raise OffloadInputError("session_key", 'required with canvas "active"')
-            name = self.active_canvas(scope, session_key) or ""
-            if not name:
-                raise OffloadNotFound("this session has no active canvas")
-        files = sc.canvas_files()
-        match = next((f for f in files if f in (name, f"{name}.mmd") or prefix_of(f) == name), None)
-        if match is None:
-            raise OffloadNotFound(f"no canvas {name!r} in this scope")
-        return {"kind": "canvas", **self._canvas_info(sc, match, with_text=True)}
-
-    def _canvas_info(self, sc: Scope, name: str, with_text: bool = False) -> dict[str, Any]:
-        text = sc.read_canvas(name)
-        meta = canvas.parse_meta(text)
-        info: dict[str, Any] = {
-            "file": name,
-            "canvas": name,
-            "path": str(sc.layout.mmds / name),
-            "task_goal": meta.task_goal,
-            "created_time": meta.created_time,
-            "updated_time": meta.updated_time,
-            "node_count": len(canvas.node_ids(text, prefix_of(name))),
-            "status": canvas.status_counts(text),
-            "meta": meta.__dict__,
-        }
-        if with_text:
-            info["text"] = text
-        return info
+        """The original behind a key, paged (offload/readback.py)."""
+        return self.readback.read(scope, session_key, offset, length, **key)
 
     def canvases(self, scope: str, session_key: str | None) -> dict[str, Any]:
-        sc = self.scope(scope)
-        active = self.session(scope, session_key).state.get("active") if session_key else None
-        files = sc.canvas_files()
-        act = self._canvas_info(sc, active, True) if active in files else None
-        history = [self._canvas_info(sc, f) for f in reversed(files) if f != active]
-        return {"active": act, "history": history, "data_dir": str(sc.layout.root)}
+        """The session's active canvas and the scope's others (offload/readback.py)."""
+        return self.readback.canvases(scope, session_key)
 
     def guide(self, scope: str, session_key: str | None) -> dict[str, Any]:
-        sc = self.scope(scope)
-        journal_path = sc.layout.journal(session_key or "<session>")
-        return guide.tool(sc.layout.root, journal_path)
+        """The read tool's description for this scope (offload/readback.py)."""
+        return self.readback.guide(scope, session_key)
 
     # ------------------------------------------------------------------ health
 
@@ -1225,13 +899,6 @@ class _Recorder:
 
     def count_parts(self, parts: list[str]) -> int:
         return sum(self.svc.count(p) for p in parts)
-
-
-def _ref_location(root: Path, ref: str) -> dict[str, Any]:
-    """Where a ref's text lies on disk: the file, and for a part of a request's bundle
-    (``refs/<f>.md#<start>-<end>``) its byte range in that file, so ``path`` is always a file."""
-    name, span = split_ref(ref)
-    return {"path": str(root / name), "bytes": list(span) if span else None}
 
 
 def _clip(text: str, n: int) -> str:

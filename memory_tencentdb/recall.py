@@ -266,6 +266,11 @@ def _relevant_in(
 # 快？" at log-odds 0.56); 0.4 finds 451 related (76 cross-language) with 16 unrelated
 # injecting against 453 / 77 / 20 at 0.6; 0.3 445 / 74 / 14; 0.2 442 / 74 / 9 (session 11's
 # set: paraphrase 31 -> 29 of 35, unrelated injecting 3 -> 2 of 24); 0.0 440 / 74 / 9.
+# Re-measured after the classifier's retraining on 528 more queries (session 12; bench/
+# recall_diag.py over all dev sets, 552 related / 406 unrelated or world): 0.4 finds 450
+# related (78 cross-language) with 18 injecting (before the retraining 451 / 76 / 24); 0.3
+# 448 / 77 / 12 (6 fewer of the dev unrelated set across its scopes for two related); 0.5 450 / 78 /
+# 21; 0.6 451 / 78 / 35. Kept at 0.4.
 WORLD_MAX = 0.4
 FLOOR_Z = 1.5
 COVERAGE_PASS = 0.6

@@ -133,8 +133,12 @@ def test_inference_pairs_do_not_regress(recalled):
 
 # "普洱生茶和熟茶有什么区别" asks a fact about the world (not a how-to) and shares one word with
 # "用户平时喜欢喝普洱茶": under issue 23's decision a fact question gets only a memory holding most
-# of its rare words, so this one is a known miss.
-LEXICAL_KNOWN_MISS = {"lx09"}
+# of its rare words, so this one is a known miss. "Obsidian sync between phone and laptop" joined
+# it in session 12: the world-question classifier retrained on 528 new queries (unrelated/world
+# messages injecting on every dev set 24 -> 18 of 406, related 451 -> 450 of 552) now reads it
+# as a question about the app, not about the user, so "The user keeps all personal notes in
+# Obsidian" is no longer injected; the answer does not depend on it. A trade measured and kept.
+LEXICAL_KNOWN_MISS = {"lx08", "lx09"}
 
 
 @pytest.mark.slow

@@ -27,6 +27,18 @@ def free_port() -> int:
 STARTS = {"subprocess": 0}  # reported at the session's end (tests/conftest.py)
 
 
+def gateway_token(env: dict[str, str], data_dir: Path) -> str | None:
+    """The key a gateway demands: the one it was given in its env, else its key file (shared by
+    the process and the in-process gateways)."""
+    for name in ("TDAI_GATEWAY_API_KEY", "MEMORY_TENCENTDB_GATEWAY_API_KEY"):
+        if env.get(name, "").strip():
+            return env[name].strip()
+    try:
+        return (data_dir / "gateway.key").read_text("utf-8").strip() or None
+    except OSError:
+        return None
+
+
 class GatewayProcess:
     """A running `memory-tencentdb serve` with helpers to stop, kill and restart it."""
 
@@ -131,15 +143,7 @@ class GatewayProcess:
 
     @property
     def token(self) -> str | None:
-        """The key this gateway demands: the one it was given in its env, else its key file."""
-        env = self.env()
-        for name in ("TDAI_GATEWAY_API_KEY", "MEMORY_TENCENTDB_GATEWAY_API_KEY"):
-            if env.get(name, "").strip():
-                return env[name].strip()
-        try:
-            return (self.data_dir / "gateway.key").read_text("utf-8").strip() or None
-        except OSError:
-            return None
+        return gateway_token(self.env(), self.data_dir)
 
     @property
     def headers(self) -> dict[str, str]:

@@ -36,6 +36,7 @@ import anyio.from_thread
 import httpx
 
 from tests.support import postgres
+from tests.support.gateway import gateway_token
 
 # Requests carry this Host: an IP literal passes the gateway's Host check, as a local host
 # adapter's ``127.0.0.1:<port>`` does.
@@ -172,15 +173,7 @@ class InProcessGateway:
 
     @property
     def token(self) -> str | None:
-        """The key this gateway demands: the one it was given in its env, else its key file."""
-        env = self.env()
-        for name in ("TDAI_GATEWAY_API_KEY", "MEMORY_TENCENTDB_GATEWAY_API_KEY"):
-            if env.get(name, "").strip():
-                return env[name].strip()
-        try:
-            return (self.data_dir / "gateway.key").read_text("utf-8").strip() or None
-        except OSError:
-            return None
+        return gateway_token(self.env(), self.data_dir)
 
     @property
     def headers(self) -> dict[str, str]:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memory_tencentdb.store import files
 from memory_tencentdb.store.records import (
@@ -26,6 +26,10 @@ from memory_tencentdb.store.records import (
 )
 
 L1_STATUSES = ("active", "superseded", "deleted")
+
+
+# A row type an export iterates (both carry their sequence number, ``seq``).
+_R = TypeVar("_R", Memory, L0Message)
 
 
 class AdminQueries:
@@ -159,35 +163,34 @@ class AdminQueries:
 
     def iter_memories(self, scope: str | None, batch: int = 2000) -> Iterator[Memory]:
         """Every memory (history included) in sequence order, for export."""
-        last = 0
-        where, params = "rowid > ?", []
-        if scope is not None:
-            where += " AND scope = ?"
-            params.append(scope)
-        while True:
-            cur = self.reader().execute(
-                f"SELECT {L1_SELECT} FROM l1_memories WHERE {where} ORDER BY rowid LIMIT ?",
-                [last, *params, batch],
-            )
-            rows = [memory_from_row(r) for r in cur.fetchall()]
-            if not rows:
-                return
-            yield from rows
-            last = rows[-1].seq
+        return self._iter_rows("l1_memories", L1_SELECT, memory_from_row, scope, batch)
 
     def iter_messages(self, scope: str | None, batch: int = 2000) -> Iterator[L0Message]:
         """Every L0 message in sequence order, for export."""
+        return self._iter_rows("l0_messages", L0_SELECT, l0_from_row, scope, batch)
+
+    def _iter_rows(
+        self,
+        table: str,
+        select: str,
+        decode: Callable[[Any], _R],
+        scope: str | None,
+        batch: int,
+    ) -> Iterator[_R]:
+        """A table's rows in sequence order, ``batch`` at a time by keyset (``rowid > last``), so
+        an export of any size holds one batch in memory and sees rows written meanwhile."""
         last = 0
-        where, params = "rowid > ?", []
+        where = "rowid > ?"
+        params: list[str] = []
         if scope is not None:
             where += " AND scope = ?"
             params.append(scope)
         while True:
             cur = self.reader().execute(
-                f"SELECT {L0_SELECT} FROM l0_messages WHERE {where} ORDER BY rowid LIMIT ?",
+                f"SELECT {select} FROM {table} WHERE {where} ORDER BY rowid LIMIT ?",
                 [last, *params, batch],
             )
-            rows = [l0_from_row(r) for r in cur.fetchall()]
+            rows = [decode(r) for r in cur.fetchall()]
             if not rows:
                 return
             yield from rows

@@ -268,9 +268,18 @@ def _relevant_in(
 # set: paraphrase 31 -> 29 of 35, unrelated injecting 3 -> 2 of 24); 0.0 440 / 74 / 9.
 # Re-measured after the classifier's retraining on 528 more queries (session 12; bench/
 # recall_diag.py over all dev sets, 552 related / 406 unrelated or world): 0.4 finds 450
-# related (78 cross-language) with 18 injecting (before the retraining 451 / 76 / 24); 0.3
-# 448 / 77 / 12 (6 fewer of the dev unrelated set across its scopes for two related); 0.5 450 / 78 /
-# 21; 0.6 451 / 78 / 35. Kept at 0.4.
+# related (78 cross-language) with 18 injecting.
+# Session 13: the threshold is read from out-of-set log-odds instead of the dev sets' own
+# (which the classifier was trained on): each of the ten recall sets scored by a classifier
+# trained without it (scripts/train_query_intent.py --sweep; 600 personal, 259
+# world messages). Personal messages called world (their memories cut) / world messages caught:
+# 0.4 5.2% / 95.8%; 0.6 3.8% / 94.6%; 0.8 2.7% / 92.7%; 1.0 2.0% / 90.0%. Session 12's blind
+# set, scored before it joined the training data, lost 11 of 115 related messages at 0.4 and
+# 6 at 0.6, with all 55 unrelated caught at both. Through the engine on every dev set with the
+# retrained classifier (bench/recall_diag.py): 0.4 finds 550 related with 26 of 461 unrelated or
+# world injecting; 0.6 554 / 40; 0.8 555 / 42; but 0.6 lets 6 of the dev gate set's 50 world
+# questions inject (2 at 0.4; tests/test_recall_world_questions.py), over the 10% the issue
+# allows for unrelated messages, for 4 related of 600. Kept at 0.4.
 WORLD_MAX = 0.4
 FLOOR_Z = 1.5
 COVERAGE_PASS = 0.6

@@ -313,8 +313,16 @@ def relevant_hits(
             return z >= FLOOR_Z
         return e.coverage > 0 and how_to is not None and how_to > 0 and z >= WORLD_FLOOR_Z
 
-    kept = [(r, s) for r, s in hits.ranked if r in standing or passes(r)][:window]
+    passing = [(r, s) for r, s in hits.ranked if r in standing or passes(r)]
+    kept = passing[:window]
+    slotted = 0
+    if not about_world:
+        before = {r for r, _ in kept}
+        kept = _with_other_language(kept, passing[window:], hits, standing)
+        slotted = sum(1 for r, _ in kept if r not in before)
     summary: dict[str, Any] = {"applied": True, "considered": len(hits.ranked), "passed": len(kept)}
+    if slotted:
+        summary["other_language_slots"] = slotted
     if world is not None:
         # The query-intent classifiers' verdicts (log-odds): about the world (> WORLD_MAX: only
         # memories naming what it names) and, for such a question, a how-to (> 0).
@@ -326,6 +334,51 @@ def relevant_hits(
     if not kept:
         summary["note"] = "nothing stored is related to this query"
     return kept, summary
+
+
+# The fused ranking holds a memory in the other language than the message below the same-
+# language ones it should beat: only the cross-language model can measure it (the other
+# model's vote and the keyword side are missing), so it needs a clearer lead to rank as high.
+# Rather than reweight the whole ranking (lowering retrieval.CROSS_Z_DISCOUNT moves the dev
+# sets' cross-language pairs up and their same-language inference pairs down by as many),
+# up to OTHER_LANGUAGE_SLOTS of the window go to the best other-language memories that stand
+# out clearly, at a z of OTHER_LANGUAGE_Z in the cross-language model (twice the floor), in
+# place of the lowest-ranked same-language ones. Measured on every dev set (bench/
+# recall_diag.py, replayed offline; session 13, with sessions 11-13's blind sets among them):
+# cross-language 149 -> 161 of 197 found, inference 176 -> 174 of 218, unrelated unchanged
+# (the slots only displace; they never fill an empty window); one slot at z 3.0: 153 / 176;
+# two at 2.5: 162 / 174 with 2 more paraphrases lost; at 3.5: 156 / 173.
+OTHER_LANGUAGE_SLOTS = 2
+OTHER_LANGUAGE_Z = 3.0
+
+
+def _with_other_language(
+    kept: list[tuple[int, float]],
+    rest: list[tuple[int, float]],
+    hits: Any,
+    standing: set[int],
+) -> list[tuple[int, float]]:
+    """``kept`` with its lowest same-language rows (never a standing instruction) replaced by
+    the best other-language rows of ``rest`` at z >= OTHER_LANGUAGE_Z, until the window holds
+    OTHER_LANGUAGE_SLOTS of them; the order stays that of the fused ranking."""
+    other = hits.other_language
+    if not other or not rest:
+        return kept
+
+    def clear(rowid: int) -> bool:
+        z = hits.evidence[rowid].relevance_best if rowid in hits.evidence else None
+        return rowid in other and z is not None and z >= OTHER_LANGUAGE_Z
+
+    have = sum(1 for r, _ in kept if r in other)
+    extra = [hit for hit in rest if clear(hit[0])][: max(0, OTHER_LANGUAGE_SLOTS - have)]
+    out = list(kept)
+    for hit in extra:
+        same = [i for i, (r, _) in enumerate(out) if r not in other and r not in standing]
+        if not same:
+            break
+        out.pop(same[-1])
+        out.append(hit)
+    return out
 
 
 def stable_context(data_dir: Path, tool_names: dict[str, str] | None) -> str:

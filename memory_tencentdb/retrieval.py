@@ -99,6 +99,8 @@ class Hits:
     evidence: dict[int, Evidence] = field(default_factory=dict)
     # The query's vector per model id (what the relevance gate's query-intent test reads).
     query_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    # The ranked L1 rows written in the other language than the query (recall's quota for them).
+    other_language: set[int] = field(default_factory=set)
 
     @property
     def strategy(self) -> str:
@@ -420,6 +422,7 @@ def retrieve(
         fused = with_reply_context(store, fused)
     hits.ranked = fused[:depth]
     shown = {r for r, _ in hits.ranked}
+    hits.other_language = other & shown
     hits.evidence = {
         r: Evidence(
             coverage=cover.get(r, 0.0), relevance=rel.get(r), relevance_best=rel_best.get(r)

@@ -73,6 +73,11 @@ def _scope_candidates(
     standing = {r for r, row in rows.items() if row.type == "instruction"}
     kept, summary = recall_service.relevant_hits(hits, cfg.max_results, standing, clean)
     kept_ids = {r for r, _ in kept}
+    # Every candidate that passes on its own evidence (a window as long as the list): one that
+    # passed but is not kept lost its place to the window's size or to the other-language slots.
+    passing_ids = {
+        r for r, _ in recall_service.relevant_hits(hits, len(hits.ranked), standing, clean)[0]
+    }
     measured = summary.get("applied", False)
     world = summary.get("world_question")
     about_world = world is not None and world > _bar("WORLD_MAX", 0.6)
@@ -96,11 +101,13 @@ def _scope_candidates(
                 if measured
                 else "nothing is cut without measured relevance (keyword-only recall)"
             )
-        elif rowid in kept_ids:
+        elif rowid in kept_ids or rowid in passing_ids:
             verdict = "over_budget"
             why = (
                 f"passed the cut but left out: recall injects at most {cfg.max_results}"
-                f" memories and {cfg.max_total_recall_chars} characters"
+                f" memories (up to {int(_bar('OTHER_LANGUAGE_SLOTS', 2))} of them kept for clear"
+                " matches in the other language than the message) and"
+                f" {cfg.max_total_recall_chars} characters"
             )
         else:
             verdict = "cut"

@@ -51,11 +51,15 @@ def all_sets() -> dict[str, dict]:
     sidx = {m["id"]: i for i, m in enumerate(mems)}
     q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
     out["s12"] = {"memories": [m["text"] for m in mems], "queries": q}
-    # Session 13's blind set, measured once and a dev set since.
+    # Session 13's two blind sets, each measured once and a dev set since.
     mems, cases = _cases(json.loads((FIX / "blind" / "recall_issue23_session13.json").read_text()))
     sidx = {m["id"]: i for i, m in enumerate(mems)}
     q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
     out["s13"] = {"memories": [m["text"] for m in mems], "queries": q}
+    mems, cases = _cases(json.loads((FIX / "blind" / "recall_issue23_session13b.json").read_text()))
+    sidx = {m["id"]: i for i, m in enumerate(mems)}
+    q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
+    out["s13b"] = {"memories": [m["text"] for m in mems], "queries": q}
     p = json.loads((FIX / "blind" / "paraphrase_pairs.json").read_text("utf-8"))
     mems = [x["memory"] for x in p["pairs"]] + [x["memory"] for x in p["distractors"]]
     q = [("paraphrase", x["query"], [i]) for i, x in enumerate(p["pairs"])]

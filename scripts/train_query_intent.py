@@ -83,11 +83,16 @@ def fixture_queries() -> list[dict]:
         (f"s11:{c['id']}", "world" if c["kind"] == "unrelated" else "personal", c["query"])
         for c in s11["cases"]
     ]
-    s12 = load("blind/recall_issue23_session12.json")  # session 12's blind set, a dev set since
-    out += [
-        (f"b12:{c['id']}", "world" if c["kind"] == "unrelated" else "personal", c["query"])
-        for c in s12["cases"]
-    ]
+    # Sessions 12 and 13's blind sets, each measured once and a dev set since.
+    for tag, path in (
+        ("b12", "blind/recall_issue23_session12.json"),
+        ("b13", "blind/recall_issue23_session13.json"),
+        ("b13b", "blind/recall_issue23_session13b.json"),
+    ):
+        out += [
+            (f"{tag}:{c['id']}", "world" if c["kind"] == "unrelated" else "personal", c["query"])
+            for c in load(path)["cases"]
+        ]
     from memory_tencentdb.text.language import is_chinese
 
     return [
@@ -255,7 +260,7 @@ def holdout(
     return 0
 
 
-RECALL_SETS = ("i23", "s11", "b12", "dg", "bg", "un", "xl", "pp", "rp", "bp")
+RECALL_SETS = ("i23", "s11", "b12", "b13", "b13b", "dg", "bg", "un", "xl", "pp", "rp", "bp")
 SWEEP = (0.0, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5, 2.0)
 
 
@@ -286,7 +291,7 @@ def sweep(vectors: dict[str, np.ndarray], world: np.ndarray, ids: list[str]) -> 
             f"{n} {int((logit[personal & (prefix == n)] > t).sum())}/"
             f"{int((personal & (prefix == n)).sum())};"
             f"{int((logit[worldly & (prefix == n)] > t).sum())}/{int((worldly & (prefix == n)).sum())}"
-            for n in ("i23", "s11", "b12")
+            for n in ("i23", "s11", "b12", "b13", "b13b")
         )
         cut, caught = (logit[personal] > t).mean(), (logit[worldly] > t).mean()
         print(f"{t:9.1f} | {cut:21.3f} | {caught:12.3f} | {per}")
@@ -300,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         "--holdout",
         metavar="PREFIX",
         help="train without the examples whose id starts with PREFIX: (a recall set: i23, s11, "
-        "dg, bg, un, xl, pp, rp, bp, b12; or s12, the session-12 training file) and report the accuracy on them; writes nothing",
+        "dg, bg, un, xl, pp, rp, bp, b12, b13, b13b; or s12, the session-12 training file) and report the accuracy on them; writes nothing",
     )
     ap.add_argument(
         "--sweep",

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.errors import StoreUnavailable
+from memory_tencentdb.store.sqlite import Store
 
 if TYPE_CHECKING:
     from memory_tencentdb.config import Settings

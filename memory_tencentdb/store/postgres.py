@@ -36,12 +36,13 @@ import psycopg
 
 from memory_tencentdb.store import files
 from memory_tencentdb.store.base import MemoryStore
+from memory_tencentdb.store.common import keeps_index_entry, l0_params, l1_values, now_iso
 from memory_tencentdb.store.connection import Binding
-from memory_tencentdb.store.db import Store, keeps_index_entry, now_iso
 from memory_tencentdb.store.errors import StoreUnavailable
 from memory_tencentdb.store.pg_migrations import migrate
 from memory_tencentdb.store.pg_vector import EF_SEARCH, PgVectorIndex, pg_vector_table
 from memory_tencentdb.store.records import KeywordHit, L0Message
+from memory_tencentdb.store.sqlite import Store
 from memory_tencentdb.store.vector_index import VectorIndex
 from memory_tencentdb.text import tokenize
 
@@ -363,7 +364,7 @@ class PostgresStore(Store):
     # ----------------------------------------------------------------- L0 / L1 writes
 
     def index_l0_lines(self, rows: list[dict[str, Any]], rel_file: str) -> list[int]:
-        params, toks = self._l0_params(rows, rel_file)
+        params, toks = l0_params(rows, rel_file)
 
         sessions = sorted({_session_lock_key(p[1], p[2]) for p in params})
 
@@ -388,7 +389,7 @@ class PostgresStore(Store):
         return ids
 
     def index_l1_line(self, r: dict[str, Any], rel_file: str) -> int:
-        values, tok = self._l1_values(r, rel_file)
+        values, tok = l1_values(r, rel_file)
         values["tok"] = tsvector_literal(tok) if values["status"] == "active" else None
         cols = ", ".join(values)
         marks = ", ".join("?::tsvector" if c == "tok" else "?" for c in values)

@@ -25,9 +25,6 @@ from memory_tencentdb.store.records import (
     memory_from_row,
 )
 
-L1_STATUSES = ("active", "superseded", "deleted")
-
-
 # A row type an export iterates (both carry their sequence number, ``seq``).
 _R = TypeVar("_R", Memory, L0Message)
 
@@ -138,7 +135,7 @@ class AdminQueries:
         finding them with the answer of the request that deleted them."""
         if not ids:
             return
-        from memory_tencentdb.store.db import now_iso
+        from memory_tencentdb.store.common import now_iso
 
         at = now_iso()
         lines = [

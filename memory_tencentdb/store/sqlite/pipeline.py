@@ -131,7 +131,7 @@ class PipelineTables:
 
     def _upsert(self, conn: Any, table: str, keys: dict[str, Any], values: dict[str, Any]) -> None:
         """Insert the row with defaults if missing, then apply ``values`` (``col`` or ``col +=``)."""
-        from memory_tencentdb.store.db import now_iso
+        from memory_tencentdb.store.common import now_iso
 
         key_cols = list(keys)
         conn.execute(

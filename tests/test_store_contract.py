@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.records import (
     KeywordHit,
     L0Input,
@@ -31,6 +30,7 @@ from memory_tencentdb.store.records import (
     SessionBacklog,
     SessionState,
 )
+from memory_tencentdb.store.sqlite import Store
 from memory_tencentdb.text import tokenize
 from tests.support import postgres
 
@@ -474,6 +474,20 @@ def test_browse_pages_and_counts(store: Any):
 
 
 # --------------------------------------------------------------------------- the whole contract
+
+
+def test_each_backend_implements_the_interface_itself(store: Any):
+    """Siblings, not a base and its subclass: a method added to one backend is not silently run
+    on the other in the wrong dialect (each owns its SQL; only ``MemoryStore`` and SQL-free
+    helpers are shared)."""
+    from memory_tencentdb.store.backends import BACKENDS
+    from memory_tencentdb.store.postgres import PostgresStore
+    from memory_tencentdb.store.sqlite import SqliteStore
+
+    assert set(BACKENDS) == {"sqlite", "postgres"}
+    assert not issubclass(PostgresStore, SqliteStore)
+    assert not issubclass(SqliteStore, PostgresStore)
+    assert type(store._store) is {"sqlite": SqliteStore, "postgres": PostgresStore}[store.backend]
 
 
 def test_every_method_was_exercised(store: Any):

@@ -1,20 +1,18 @@
-"""Store queries behind the operations a user runs on their memory: list, count, correct,
-forget, export and purge.
-
-The admin section of ``MemoryStore`` (``base.py``) where both backends word it alike; what only
-one backend can say (SQLite's FTS5 tables, ``VACUUM``, ``instr``) is its own method in ``db.py``
-or ``postgres.py``. Kept apart from ``db.py`` (the capture/recall hot path) so both stay small.
+"""SQLite's queries behind the operations a user runs on their memory: list, count, correct,
+forget, export and purge (the admin section of ``MemoryStore``), a mixin of ``SqliteStore``;
+what needs the store's own state (the FTS5 tables, ``VACUUM``, ``instr``) is in ``store.py``.
+Kept apart from the capture/recall hot path so both stay small. (PostgreSQL's are
+``postgres/admin.py``.)
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, tzinfo
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_tencentdb.store import files
 from memory_tencentdb.store.records import (
     L0_SELECT,
     L1_SELECT,
@@ -127,32 +125,6 @@ class AdminQueries:
             .execute("SELECT count(*) FROM l1_memories WHERE id LIKE ?", (f"{memory_id}.v%",))
             .fetchone()[0]
         )
-
-    def append_tombstones(self, ids: list[str], reason: str) -> None:
-        """Mark memories deleted: one ``status`` line each in ``records/`` (durable), then the index.
-
-        Deleted rows leave the keyword and vector indexes at once, so recall and search stop
-        finding them with the answer of the request that deleted them."""
-        if not ids:
-            return
-        from memory_tencentdb.store.common import now_iso
-
-        at = now_iso()
-        lines = [
-            {
-                "op": "status",
-                "id": mid,
-                "status": "deleted",
-                "superseded_by": "",
-                "at": at,
-                "reason": reason,
-            }
-            for mid in ids
-        ]
-        rel = files.day_file("records", datetime.now(UTC), self.tz)
-        files.append_lines(self.data_dir / rel, lines)
-        for line in lines:
-            self.apply_status_line(line)
 
     def deleted_memories(self) -> list[Memory]:
         cur = self.reader().execute(f"SELECT {L1_SELECT} FROM l1_memories WHERE status = 'deleted'")

@@ -1,6 +1,7 @@
-"""Store queries behind the Memory Hub page (``memory_tencentdb/hub``): counts for the pyramid
-and pages of memories and conversations. Every one is bounded (a page, or a GROUP BY over one
-scope's indexed rows), so the page stays usable at 100k memories; SQL stays in ``store/``."""
+"""SQLite's queries behind the Memory Hub page (``memory_tencentdb/hub``): counts for the
+pyramid and pages of memories and conversations, a mixin of ``SqliteStore``. Every one is
+bounded (a page, or a GROUP BY over one scope's indexed rows), so the page stays usable at 100k
+memories. (PostgreSQL's are ``postgres/hub.py``.)"""
 
 from __future__ import annotations
 

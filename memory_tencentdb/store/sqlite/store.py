@@ -11,8 +11,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
-from datetime import UTC, datetime, tzinfo
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,17 +24,15 @@ from memory_tencentdb.store.common import (
     keeps_index_entry,
     l0_params,
     l1_values,
-    new_id,
     now_iso,
-    text_hash,
 )
 from memory_tencentdb.store.connection import Binding, choose_binding, connect
 from memory_tencentdb.store.journal import db_identity
+from memory_tencentdb.store.journal_writes import JournalWrites
 from memory_tencentdb.store.records import (
     L0_SELECT,
     L1_SELECT,
     KeywordHit,
-    L0Input,
     L0Message,
     Memory,
     l0_from_row,
@@ -53,14 +50,12 @@ from memory_tencentdb.store.vector_index import (
     vec0_table_name,
 )
 from memory_tencentdb.text import tokenize
-from memory_tencentdb.text.embedding_text import hash_input, l0_text
-from memory_tencentdb.text.redact import redact, redact_obj
 
 log = logging.getLogger("memory_tencentdb.store")
 _T = TypeVar("_T")
 
 # Keyword search ranks the index's best ``k * KEYWORD_OVERFETCH`` (at least the minimum) across
-# all scopes before it tests their scope: see ``Store.keyword_search``.
+# all scopes before it tests their scope: see ``SqliteStore.keyword_search``.
 KEYWORD_OVERFETCH = 4
 KEYWORD_OVERFETCH_MIN = 64
 KEYWORD_JOIN_FIRST = 32  # searches of a scope that go straight to the join after a short one
@@ -91,7 +86,7 @@ def _without_vector(layer: str) -> str:
     )
 
 
-class SqliteStore(PipelineTables, AdminQueries, HubQueries, MemoryStore):
+class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, MemoryStore):
     """Owns ``memory.db`` and the JSONL files of one data directory (the SQLite backend).
 
     The SQLite ``MemoryStore`` (``base.py``): services call the interface's named methods
@@ -243,41 +238,6 @@ class SqliteStore(PipelineTables, AdminQueries, HubQueries, MemoryStore):
 
     # ----------------------------------------------------------------- L0
 
-    def record_messages(self, messages: list[L0Input]) -> list[L0Message]:
-        """Append messages to the day's JSONL (durable), then index them. Returns them stored."""
-        if not messages:
-            return []
-        recorded = datetime.now(UTC)
-        recorded_at = recorded.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        rel = files.day_file("conversations", recorded, self.tz)
-        stored = [
-            L0Message(
-                id=new_id("l0"),
-                scope=m.scope,
-                session_key=m.session_key,
-                session_id=m.session_id,
-                role=m.role,
-                content=redact(m.content),  # secrets never reach a file
-                timestamp=m.timestamp,
-                recorded_at=recorded_at,
-                message_id=m.message_id,
-                speaker=m.speaker,
-                extra=redact_obj(m.extra) if m.extra else {},
-                file=rel,
-            )
-            for m in messages
-        ]
-        stored = [
-            replace(m, text_hash=text_hash(hash_input("l0", l0_text(m.content, m.speaker))))
-            for m in stored
-        ]
-        lines = [m.journal_line() for m in stored]
-        files.append_lines(self.data_dir / rel, lines)
-        seqs = self.index_l0_lines(lines, rel)
-        if len(seqs) == len(stored):  # fresh ids: every line was new
-            return [replace(m, seq=s) for m, s in zip(stored, seqs, strict=True)]
-        return self.l0_by_ids([m.id for m in stored])
-
     def index_l0_lines(self, rows: list[dict[str, Any]], rel_file: str) -> list[int]:
         """Insert JSONL L0 lines into the database (also used by reindex)."""
         params, toks = l0_params(rows, rel_file)
@@ -359,37 +319,6 @@ class SqliteStore(PipelineTables, AdminQueries, HubQueries, MemoryStore):
 
     # ----------------------------------------------------------------- L1
 
-    def write_memory(self, memory: Memory) -> Memory:
-        """Append an L1 upsert to ``records/`` (durable), then index it. Returns it as stored
-        (a memory whose id exists is replaced; the index keeps its first ``created_at``, so an
-        update passes the original one)."""
-        rel = files.day_file("records", datetime.now(UTC), self.tz)
-        now = now_iso()
-        memory = replace(
-            memory,
-            content=redact(memory.content),  # secrets never reach a file
-            created_at=memory.created_at or now,
-            updated_at=memory.updated_at or now,
-            file=rel,
-        )
-        line = memory.journal_line()
-        files.append_lines(self.data_dir / rel, [line])
-        seq = self.index_l1_line(line, rel)
-        return replace(memory, seq=seq, text_hash=text_hash(hash_input("l1", memory.content)))
-
-    def set_memory_status(self, memory_id: str, status: str, superseded_by: str = "") -> None:
-        """Mark a memory superseded or deleted (an append-only log line, then the index)."""
-        rel = files.day_file("records", datetime.now(UTC), self.tz)
-        line = {
-            "op": "status",
-            "id": memory_id,
-            "status": status,
-            "superseded_by": superseded_by,
-            "at": now_iso(),
-        }
-        files.append_lines(self.data_dir / rel, [line])
-        self.apply_status_line(line)
-
     def index_l1_line(self, r: dict[str, Any], rel_file: str) -> int:
         values, tok = l1_values(r, rel_file)
         cols = ", ".join(values)
@@ -435,14 +364,6 @@ class SqliteStore(PipelineTables, AdminQueries, HubQueries, MemoryStore):
                     remove_in(conn, [rowid])
                 else:
                     conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
-
-    def _l1_indexed(self, rowid: int, status: str, notify: bool = True) -> None:
-        """After an L1 write: an inactive row leaves the vector indexes; an active one is
-        reported to the embedder unless ``notify`` is False (see :func:`keeps_index_entry`)."""
-        if status != "active":
-            self._drop_from_indexes("l1", [rowid])
-        elif notify:
-            self._written("l1", [rowid])
 
     def apply_status_line(self, line: dict[str, Any]) -> None:
         def write(conn: Any) -> int | None:
@@ -698,14 +619,6 @@ class SqliteStore(PipelineTables, AdminQueries, HubQueries, MemoryStore):
         sql = f"SELECT count(*) {_without_vector(layer)}"
         return int(self.reader().execute(sql, (model, layer)).fetchone()[0])
 
-    def on_rows_written(self, listener: Any) -> None:
-        """Call ``listener(layer, rowids)`` after rows are written or their text changes."""
-        self._row_listeners.append(listener)
-
-    def _written(self, layer: str, rowids: list[int]) -> None:
-        for listener in self._row_listeners:
-            listener(layer, rowids)
-
     def save_vectors(
         self, layer: str, model: str, items: list[tuple[int, str, str, np.ndarray]]
     ) -> None:
@@ -769,9 +682,6 @@ class SqliteStore(PipelineTables, AdminQueries, HubQueries, MemoryStore):
             self._indexes[key] = index
             return index
 
-    def index(self, layer: str, model: str) -> VectorIndex | None:
-        return self._indexes.get((layer, model))
-
     def numpy_index_bytes(self, layer: str, dim: int) -> int:
         """What the in-memory index of ``layer`` would take for one model of ``dim`` dimensions
         now: float32 rows for a scope of up to BLOCK_ROWS rows, int8 codes past that (see
@@ -827,13 +737,6 @@ class SqliteStore(PipelineTables, AdminQueries, HubQueries, MemoryStore):
                 out = []
         if out:
             yield out
-
-    def _drop_from_indexes(self, layer: str, rowids: list[int], memory_only: bool = False) -> None:
-        """``memory_only``: the indexes kept in tables were cleared in the write's transaction
-        already (``_drop_stale_vectors``), only the in-memory ones are left."""
-        for (lay, _), index in list(self._indexes.items()):
-            if lay == layer and not (memory_only and getattr(index, "table", None)):
-                index.remove(rowids)
 
     # ----------------------------------------------------------------- admin (SQLite's own)
 

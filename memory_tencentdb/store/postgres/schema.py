@@ -1,7 +1,7 @@
 """Numbered schema migrations of the PostgreSQL backend (``storeBackend: postgres``).
 
-The same tables and columns as ``migrations.py`` (SQLite), so the store's shared statements
-run on both; what differs:
+The same tables and columns as SQLite's (``sqlite/migrations.py``), each backend with its own
+statements over them; what differs:
 
 - ``rowid`` is an identity column: the row's sequence number, used by cursors and indexes
   exactly like SQLite's rowid (record ids, not these numbers, are what the files keep).
@@ -12,7 +12,7 @@ run on both; what differs:
 - ``pipeline_claims``: one row per session, row-locked (``FOR UPDATE SKIP LOCKED``) by the
   gateway extracting it, so two gateways never extract the same chunk.
 - Vectors for search live in one pgvector table per (layer, model), made by the index
-  (``pg_vector.py``); ``vectors`` keeps the canonical float32 bytes, as on SQLite.
+  (``vector.py``); ``vectors`` keeps the canonical float32 bytes, as on SQLite.
 
 Each migration runs once, in order, in a transaction, under an advisory lock so gateways that
 start together do not race; applied numbers are recorded in ``_migrations``.

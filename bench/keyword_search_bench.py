@@ -81,14 +81,14 @@ def before_pg(store, layer: str, scope: str, terms: list[str], k: int) -> list[t
     rows = (
         store.reader()
         .execute(
-            f"SELECT c.rowid, sum(q.idf * t.tf * {BM25_K1 + 1}"
+            f"SELECT c.seq, sum(q.idf * t.tf * {BM25_K1 + 1}"
             f" / (t.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * c.dl / %s))) AS s"
-            f" FROM (SELECT m.rowid, m.tok, length(m.tok) AS dl FROM {table} m"
+            f" FROM (SELECT m.seq, m.tok, length(m.tok) AS dl FROM {table} m"
             f" WHERE m.tok @@ %s::tsquery AND m.scope = %s{extra}) c"
             " CROSS JOIN LATERAL (SELECT u.lexeme, cardinality(u.positions) AS tf"
             " FROM unnest(c.tok) u) t"
             " JOIN unnest(%s::text[], %s::float8[]) AS q(lexeme, idf) ON q.lexeme = t.lexeme"
-            " GROUP BY c.rowid ORDER BY s DESC, c.rowid DESC LIMIT %s",
+            " GROUP BY c.seq ORDER BY s DESC, c.seq DESC LIMIT %s",
             params,
         )
         .fetchall()

@@ -69,12 +69,12 @@ class PgAdmin:
             where.append("updated_at >= %s")
             params.append(since)
         if before_seq is not None:
-            where.append("rowid < %s")
+            where.append("seq < %s")
             params.append(before_seq)
         params.append(limit)
         cur = self.reader().execute(
             f"SELECT {L1_SELECT} FROM l1_memories WHERE {' AND '.join(where)}"
-            " ORDER BY rowid DESC LIMIT %s",
+            " ORDER BY seq DESC LIMIT %s",
             params,
         )
         return [memory_from_row(r) for r in cur.fetchall()]
@@ -145,17 +145,17 @@ class PgAdmin:
         scope: str | None,
         batch: int,
     ) -> Iterator[_R]:
-        """A table's rows in sequence order, ``batch`` at a time by keyset (``rowid > last``), so
+        """A table's rows in sequence order, ``batch`` at a time by keyset (``seq > last``), so
         an export of any size holds one batch in memory and sees rows written meanwhile."""
         last = 0
-        where = "rowid > %s"
+        where = "seq > %s"
         params: list[str] = []
         if scope is not None:
             where += " AND scope = %s"
             params.append(scope)
         while True:
             cur = self.reader().execute(
-                f"SELECT {select} FROM {table} WHERE {where} ORDER BY rowid LIMIT %s",
+                f"SELECT {select} FROM {table} WHERE {where} ORDER BY seq LIMIT %s",
                 [last, *params, batch],
             )
             rows = [decode(r) for r in cur.fetchall()]
@@ -188,7 +188,7 @@ class PgAdmin:
         for (sources,) in (
             self.reader()
             .execute(
-                "SELECT source_ids FROM l1_memories WHERE status != 'deleted' AND source_ids != '[]'"
+                "SELECT source_ids FROM l1_memories WHERE status != 'deleted' AND source_ids != '[]'::jsonb"
             )
             .fetchall()
         ):
@@ -233,7 +233,7 @@ class PgAdmin:
     def last_message_per_session(
         self, messages: list[dict[str, Any]]
     ) -> dict[tuple[str, str], tuple[int, str]]:
-        """``{(scope, session_key): (rowid, record id)}`` of the newest of ``messages`` per session."""
+        """``{(scope, session_key): (seq, record id)}`` of the newest of ``messages`` per session."""
         out: dict[tuple[str, str], tuple[int, str]] = {}
         ids = [m["record_id"] for m in messages]
         if not ids:
@@ -241,8 +241,8 @@ class PgAdmin:
         for scope, key, seq, rid in (
             self.reader()
             .execute(
-                "SELECT DISTINCT ON (scope, session_key) scope, session_key, rowid, id"
-                " FROM l0_messages WHERE id = ANY(%s) ORDER BY scope, session_key, rowid DESC",
+                "SELECT DISTINCT ON (scope, session_key) scope, session_key, seq, id"
+                " FROM l0_messages WHERE id = ANY(%s) ORDER BY scope, session_key, seq DESC",
                 (ids,),
             )
             .fetchall()
@@ -251,11 +251,11 @@ class PgAdmin:
         return out
 
     def l0_recorded_before(self, cutoff_iso: str) -> list[tuple[str, int]]:
-        """``(record id, rowid)`` of the L0 messages recorded before ``cutoff_iso`` (retention)."""
+        """``(record id, seq)`` of the L0 messages recorded before ``cutoff_iso`` (retention)."""
         return [
             (r[0], r[1])
             for r in self.reader().execute(
-                "SELECT id, rowid FROM l0_messages WHERE recorded_at != '' AND recorded_at < %s",
+                "SELECT id, seq FROM l0_messages WHERE recorded_at != '' AND recorded_at < %s",
                 (cutoff_iso,),
             )
         ]
@@ -266,7 +266,7 @@ class PgAdmin:
             return set()
         cur = self.reader().execute(
             "SELECT m.id FROM l0_messages m JOIN pipeline_sessions p ON p.scope = m.scope"
-            " AND p.session_key = m.session_key WHERE m.id = ANY(%s) AND m.rowid > p.l1_cursor",
+            " AND p.session_key = m.session_key WHERE m.id = ANY(%s) AND m.seq > p.l1_cursor",
             (list(ids),),
         )
         return {r[0] for r in cur.fetchall()}

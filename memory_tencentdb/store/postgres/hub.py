@@ -54,12 +54,12 @@ class PgHub:
             where.append("priority >= %s")
             params.append(min_priority)
         if before_seq is not None:
-            where.append("rowid < %s")
+            where.append("seq < %s")
             params.append(before_seq)
         params.append(limit)
         cur = self.reader().execute(
             f"SELECT {L1_SELECT} FROM l1_memories WHERE {' AND '.join(where)}"
-            " ORDER BY rowid DESC LIMIT %s",
+            " ORDER BY seq DESC LIMIT %s",
             params,
         )
         return [memory_from_row(r) for r in cur.fetchall()]
@@ -75,9 +75,9 @@ class PgHub:
             (scope,),
         ).fetchone()[0]
         cur = conn.execute(
-            "SELECT session_key, count(*), min(recorded_at), max(recorded_at), max(rowid)"
+            "SELECT session_key, count(*), min(recorded_at), max(recorded_at), max(seq)"
             " FROM l0_messages WHERE scope = %s GROUP BY session_key"
-            " ORDER BY max(rowid) DESC LIMIT %s OFFSET %s",
+            " ORDER BY max(seq) DESC LIMIT %s OFFSET %s",
             (scope, limit, offset),
         )
         rows = [
@@ -93,12 +93,12 @@ class PgHub:
         params: list[Any] = [scope, session_key]
         extra = ""
         if after_seq is not None:
-            extra = " AND rowid > %s"
+            extra = " AND seq > %s"
             params.append(after_seq)
         params.append(limit)
         cur = self.reader().execute(
             f"SELECT {L0_SELECT} FROM l0_messages WHERE scope = %s AND session_key = %s{extra}"
-            " ORDER BY rowid LIMIT %s",
+            " ORDER BY seq LIMIT %s",
             params,
         )
         return [l0_from_row(r) for r in cur.fetchall()]
@@ -111,7 +111,7 @@ class PgHub:
             return []
         cur = self.reader().execute(
             f"SELECT {L1_SELECT} FROM l1_memories WHERE scope = %s AND status = 'active'"
-            " AND content = ANY(%s) ORDER BY rowid DESC LIMIT %s",
+            " AND content = ANY(%s) ORDER BY seq DESC LIMIT %s",
             (scope, texts, limit),
         )
         return [memory_from_row(r) for r in cur.fetchall()]
@@ -137,6 +137,6 @@ class PgHub:
             "SELECT count(*) FROM l1_memories WHERE scope = %s AND status = 'active'", (scope,)
         ).fetchone()[0]
         top = conn.execute(
-            "SELECT max(rowid) FROM l1_memories WHERE scope = %s", (scope,)
+            "SELECT max(seq) FROM l1_memories WHERE scope = %s", (scope,)
         ).fetchone()[0]
         return int(active or 0), int(top or 0)

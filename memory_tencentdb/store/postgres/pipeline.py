@@ -157,12 +157,12 @@ class PgPipeline:
             self.reader()
             .execute(
                 """
-                SELECT m.scope, m.session_key, count(*), max(m.recorded_at), max(m.rowid),
+                SELECT m.scope, m.session_key, count(*), max(m.recorded_at), max(m.seq),
                        sum(CASE WHEN m.role = 'user' THEN 1 ELSE 0 END)
                 FROM l0_messages m
                 LEFT JOIN pipeline_sessions p
                   ON p.scope = m.scope AND p.session_key = m.session_key
-                WHERE m.rowid > coalesce(p.l1_cursor, 0)
+                WHERE m.seq > coalesce(p.l1_cursor, 0)
                 GROUP BY m.scope, m.session_key
                 """
             )
@@ -187,7 +187,7 @@ class PgPipeline:
         """User and assistant messages of one session before ``before_seq``, newest first."""
         cur = self.reader().execute(
             f"SELECT {L0_SELECT} FROM l0_messages WHERE scope = %s AND session_key = %s"
-            " AND rowid < %s AND role IN ('user', 'assistant') ORDER BY rowid DESC LIMIT %s",
+            " AND seq < %s AND role IN ('user', 'assistant') ORDER BY seq DESC LIMIT %s",
             (scope, session_key, before_seq, limit),
         )
         return [l0_from_row(r) for r in cur.fetchall()]
@@ -197,7 +197,7 @@ class PgPipeline:
             self.reader()
             .execute(
                 "SELECT count(*) FROM l0_messages WHERE scope = %s AND session_key = %s"
-                " AND rowid > %s AND rowid <= %s",
+                " AND seq > %s AND seq <= %s",
                 (scope, session_key, after_seq, upto),
             )
             .fetchone()[0]
@@ -207,7 +207,7 @@ class PgPipeline:
         """The sequence number of an L0 message now (it changes when the index is rebuilt)."""
         row = (
             self.reader()
-            .execute("SELECT rowid FROM l0_messages WHERE id = %s", (record_id,))
+            .execute("SELECT seq FROM l0_messages WHERE id = %s", (record_id,))
             .fetchone()
         )
         return int(row[0]) if row else None
@@ -215,14 +215,14 @@ class PgPipeline:
     def l1_seq(self, memory_id: str) -> int | None:
         row = (
             self.reader()
-            .execute("SELECT rowid FROM l1_memories WHERE id = %s", (memory_id,))
+            .execute("SELECT seq FROM l1_memories WHERE id = %s", (memory_id,))
             .fetchone()
         )
         return int(row[0]) if row else None
 
     def max_l0_seq(self) -> int:
         return int(
-            self.reader().execute("SELECT coalesce(max(rowid), 0) FROM l0_messages").fetchone()[0]
+            self.reader().execute("SELECT coalesce(max(seq), 0) FROM l0_messages").fetchone()[0]
         )
 
     def captured_message_ids(
@@ -250,8 +250,8 @@ class PgPipeline:
             r[0]
             for r in self.reader()
             .execute(
-                "SELECT rowid FROM l1_memories WHERE scope = %s AND rowid > %s AND status = 'active'"
-                " ORDER BY rowid LIMIT %s",
+                "SELECT seq FROM l1_memories WHERE scope = %s AND seq > %s AND status = 'active'"
+                " ORDER BY seq LIMIT %s",
                 (scope, after_seq, limit),
             )
             .fetchall()
@@ -263,7 +263,7 @@ class PgPipeline:
         return int(
             self.reader()
             .execute(
-                "SELECT count(*) FROM l1_memories WHERE scope = %s AND rowid > %s AND status = 'active'",
+                "SELECT count(*) FROM l1_memories WHERE scope = %s AND seq > %s AND status = 'active'",
                 (scope, after_seq),
             )
             .fetchone()[0]
@@ -272,7 +272,7 @@ class PgPipeline:
     def max_l1_seq(self, scope: str) -> int:
         return int(
             self.reader()
-            .execute("SELECT coalesce(max(rowid), 0) FROM l1_memories WHERE scope = %s", (scope,))
+            .execute("SELECT coalesce(max(seq), 0) FROM l1_memories WHERE scope = %s", (scope,))
             .fetchone()[0]
         )
 
@@ -282,8 +282,8 @@ class PgPipeline:
             r[0]
             for r in self.reader()
             .execute(
-                "SELECT rowid FROM l1_memories WHERE scope = %s AND type = %s AND status = 'active'"
-                " ORDER BY priority DESC, rowid DESC LIMIT %s",
+                "SELECT seq FROM l1_memories WHERE scope = %s AND type = %s AND status = 'active'"
+                " ORDER BY priority DESC, seq DESC LIMIT %s",
                 (scope, type_, limit),
             )
             .fetchall()
@@ -297,9 +297,9 @@ class PgPipeline:
             r[0]
             for r in self.reader()
             .execute(
-                "SELECT rowid FROM l1_memories WHERE scope = %s AND status = 'active'"
-                " AND strpos(metadata, %s) > 0 ORDER BY rowid DESC LIMIT %s",
-                (scope, '"slot"', limit),
+                "SELECT seq FROM l1_memories WHERE scope = %s AND status = 'active'"
+                " AND metadata ? 'slot' ORDER BY seq DESC LIMIT %s",
+                (scope, limit),
             )
             .fetchall()
         ]
@@ -346,7 +346,7 @@ class PgPipeline:
             if not ids:
                 continue
             row = conn.execute(
-                "SELECT max(rowid) FROM l0_messages WHERE id = ANY(%s)", (sorted(ids),)
+                "SELECT max(seq) FROM l0_messages WHERE id = ANY(%s)", (sorted(ids),)
             ).fetchone()
             if row and row[0]:
                 self.update_session_state(scope, key, l1_cursor=row[0])

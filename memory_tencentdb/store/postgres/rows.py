@@ -9,15 +9,15 @@ from typing import Any
 
 from memory_tencentdb.store.records import l0_from_row, memory_from_row
 
-# ``L0Message`` order; ``rowid`` is the field ``seq``.
+# ``L0Message`` order (``extra`` is jsonb: psycopg decodes it).
 L0_SELECT = (
     "id, scope, session_key, session_id, role, content, timestamp, recorded_at, message_id,"
-    " speaker, extra, rowid, file, text_hash"
+    " speaker, extra, seq, file, text_hash"
 )
-# ``Memory`` order (``source_ids`` is ``source_message_ids``, ``rowid`` is ``seq``).
+# ``Memory`` order (``source_ids`` is ``source_message_ids``; the JSON columns are jsonb).
 L1_SELECT = (
     "id, scope, content, type, priority, scene_name, session_key, session_id, source_ids,"
-    " metadata, timestamps, created_at, updated_at, status, superseded_by, origin, rowid, file,"
+    " metadata, timestamps, created_at, updated_at, status, superseded_by, origin, seq, file,"
     " text_hash"
 )
 
@@ -26,7 +26,7 @@ memory_from_pg = memory_from_row
 
 
 def json_list(value: Any) -> list[Any]:
-    """A JSON list column's value (``source_ids``), as stored text or already decoded; a
+    """A JSON list column's value (``source_ids``, decoded by psycopg; text is read too); a
     value that is no list reads as empty."""
     if isinstance(value, str):
         try:

@@ -36,7 +36,13 @@ import psycopg
 
 from memory_tencentdb.store import files
 from memory_tencentdb.store.base import MemoryStore, RowListener
-from memory_tencentdb.store.common import keeps_index_entry, l0_params, l1_values, now_iso
+from memory_tencentdb.store.common import (
+    L1_JSON_COLUMNS,
+    keeps_index_entry,
+    l0_params,
+    l1_values,
+    now_iso,
+)
 from memory_tencentdb.store.connection import Binding
 from memory_tencentdb.store.errors import StoreUnavailable
 from memory_tencentdb.store.journal_writes import JournalWrites
@@ -68,6 +74,10 @@ MAX_READERS = 8
 
 # An L0 row's indexed text in SQL: the same as ``embedding_text.l0_text``.
 _L0_INDEXED_M = "CASE WHEN m.speaker != '' THEN m.speaker || ': ' || m.content ELSE m.content END"
+
+
+# Placeholders of the L1 columns that are not text: the JSON text ``l1_values`` makes is cast.
+_CASTS = {"tok": "%s::tsvector", **{c: "%s::jsonb" for c in L1_JSON_COLUMNS}}
 
 
 def _table(layer: str) -> str:
@@ -272,8 +282,8 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
                 row = conn.execute(
                     "INSERT INTO l0_messages (id, scope, session_key, session_id, role, content,"
                     " message_id, timestamp, recorded_at, file, text_hash, extra, speaker, tok)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector)"
-                    " ON CONFLICT (id) DO NOTHING RETURNING rowid",
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::tsvector)"
+                    " ON CONFLICT (id) DO NOTHING RETURNING seq",
                     (*p, tsvector_literal(tok)),
                 ).fetchone()
                 if row:
@@ -289,7 +299,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         if not wanted:
             return {}
         cur = self.reader().execute(
-            f"SELECT {L0_SELECT} FROM l0_messages WHERE rowid = ANY(%s)", (wanted,)
+            f"SELECT {L0_SELECT} FROM l0_messages WHERE seq = ANY(%s)", (wanted,)
         )
         return {m.seq: m for m in map(l0_from_pg, cur.fetchall())}
 
@@ -299,7 +309,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         if not wanted:
             return {}
         cur = self.reader().execute(
-            "SELECT rowid, scope, session_key, session_id FROM l0_messages WHERE rowid = ANY(%s)",
+            "SELECT seq, scope, session_key, session_id FROM l0_messages WHERE seq = ANY(%s)",
             (wanted,),
         )
         return {int(seq): (scope, key, sid or "") for seq, scope, key, sid in cur.fetchall()}
@@ -324,7 +334,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
             )
             cur = conn.execute(
                 f"SELECT {L0_SELECT} FROM l0_messages WHERE scope = %s AND session_key = %s"
-                " AND rowid > %s ORDER BY rowid LIMIT %s",
+                " AND seq > %s ORDER BY seq LIMIT %s",
                 (scope, session_key, after_seq, limit),
             )
             return [l0_from_pg(r) for r in cur.fetchall()]
@@ -345,7 +355,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         values, tok = l1_values(r, rel_file)
         values["tok"] = tsvector_literal(tok) if values["status"] == "active" else None
         cols = ", ".join(values)
-        marks = ", ".join("%s::tsvector" if c == "tok" else "%s" for c in values)
+        marks = ", ".join(_CASTS.get(c, "%s") for c in values)
         updates = ", ".join(f"{c} = excluded.{c}" for c in values if c not in ("id", "created_at"))
 
         def write(conn: Any) -> tuple[int, bool, bool]:
@@ -355,7 +365,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
             seq = int(
                 conn.execute(
                     f"INSERT INTO l1_memories ({cols}) VALUES ({marks})"
-                    f" ON CONFLICT (id) DO UPDATE SET {updates} RETURNING rowid",
+                    f" ON CONFLICT (id) DO UPDATE SET {updates} RETURNING seq",
                     tuple(values.values()),
                 ).fetchone()[0]
             )
@@ -385,7 +395,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
             lambda conn: conn.execute(
                 "UPDATE l1_memories SET status = %s, superseded_by = %s, updated_at = %s,"
                 " tok = CASE WHEN %s = 'active' THEN tok ELSE NULL END WHERE id = %s"
-                " RETURNING rowid",
+                " RETURNING seq",
                 (
                     status,
                     line.get("superseded_by", ""),
@@ -403,7 +413,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         if not wanted:
             return {}
         cur = self.reader().execute(
-            f"SELECT {L1_SELECT} FROM l1_memories WHERE rowid = ANY(%s)", (wanted,)
+            f"SELECT {L1_SELECT} FROM l1_memories WHERE seq = ANY(%s)", (wanted,)
         )
         return {m.seq: m for m in map(memory_from_pg, cur.fetchall())}
 
@@ -412,7 +422,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         if not wanted:
             return {}
         cur = self.reader().execute(
-            "SELECT rowid, content FROM l1_memories WHERE rowid = ANY(%s)", (wanted,)
+            "SELECT seq, content FROM l1_memories WHERE seq = ANY(%s)", (wanted,)
         )
         return {int(seq): content for seq, content in cur.fetchall()}
 
@@ -457,14 +467,14 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         def write(conn: Any) -> None:
             for table, where in (("l0_messages", ""), ("l1_memories", " WHERE status = 'active'")):
                 text = "content" if table == "l1_memories" else "speaker, content"
-                rows = conn.execute(f"SELECT rowid, {text} FROM {table}{where}").fetchall()
+                rows = conn.execute(f"SELECT seq, {text} FROM {table}{where}").fetchall()
                 for row in rows:
                     if table == "l1_memories":
                         tok = tokenize.index_text(row[1])
                     else:
                         tok = tokenize.index_text(f"{row[1]}: {row[2]}" if row[1] else row[2])
                     conn.execute(
-                        f"UPDATE {table} SET tok = %s::tsvector WHERE rowid = %s",
+                        f"UPDATE {table} SET tok = %s::tsvector WHERE seq = %s",
                         (tsvector_literal(tok), row[0]),
                     )
             conn.execute("UPDATE l1_memories SET tok = NULL WHERE status != 'active'")
@@ -506,14 +516,14 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         rows = (
             self.reader()
             .execute(
-                "SELECT c.rowid, sum((%s::float8[])[array_position(%s::text[], c.lexeme)]"
+                "SELECT c.seq, sum((%s::float8[])[array_position(%s::text[], c.lexeme)]"
                 f" * c.tf * {BM25_K1 + 1}"
                 f" / (c.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * c.dl / %s))) AS s"
-                " FROM (SELECT m.rowid, u.lexeme, cardinality(u.positions) AS tf,"
+                " FROM (SELECT m.seq, u.lexeme, cardinality(u.positions) AS tf,"
                 f" length(m.tok) AS dl FROM {_table(layer)} m,"
                 " unnest(ts_filter(setweight(m.tok, 'A', %s::text[]), '{a}')) u"
                 f" WHERE m.tok @@ %s::tsquery AND m.scope = %s{extra}) c"
-                " GROUP BY c.rowid ORDER BY s DESC, c.rowid DESC LIMIT %s",
+                " GROUP BY c.seq ORDER BY s DESC, c.seq DESC LIMIT %s",
                 params,
             )
             .fetchall()
@@ -552,7 +562,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
             self.reader()
             .execute(
                 f"SELECT avg(length(tok)) FROM (SELECT tok FROM {_table(layer)}"
-                " WHERE tok IS NOT NULL ORDER BY rowid DESC LIMIT 5000) s"
+                " WHERE tok IS NOT NULL ORDER BY seq DESC LIMIT 5000) s"
             )
             .fetchone()[0]
         )
@@ -573,7 +583,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
                 ).fetchone()[0]
                 if n:
                     df[term] = int(n)
-        docs = conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()[0]
+        docs = conn.execute(f"SELECT coalesce(max(seq), 0) FROM {table}").fetchone()[0]
         return int(docs), df
 
     def indexed_tokens(self, layer: str, rowids: list[int]) -> dict[int, set[str]]:
@@ -581,8 +591,8 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         if not rowids:
             return out
         for seq, toks in self.reader().execute(
-            f"SELECT rowid, tsvector_to_array(tok) FROM {_table(layer)}"
-            " WHERE rowid = ANY(%s) AND tok IS NOT NULL",
+            f"SELECT seq, tsvector_to_array(tok) FROM {_table(layer)}"
+            " WHERE seq = ANY(%s) AND tok IS NOT NULL",
             (list(rowids),),
         ):
             out[int(seq)] = set(toks or ())
@@ -603,17 +613,17 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         if rowids is not None:
             if not rowids:
                 return []
-            where = " AND m.rowid = ANY(%s)"
+            where = " AND m.seq = ANY(%s)"
             params.append(list(rowids))
         else:
-            where = " AND m.rowid > %s"
+            where = " AND m.seq > %s"
             params.append(after)
         params.append(limit)
         rows: list[tuple[int, str, str, str]] = (
             self.reader()
             .execute(
-                f"SELECT m.rowid, m.scope, m.text_hash, {text}"
-                f" {_without_vector(layer)}{where} ORDER BY m.rowid LIMIT %s",
+                f"SELECT m.seq, m.scope, m.text_hash, {text}"
+                f" {_without_vector(layer)}{where} ORDER BY m.seq LIMIT %s",
                 params,
             )
             .fetchall()
@@ -705,7 +715,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         status = " WHERE status = 'active'" if layer == "l1" else ""
         owners: dict[str, list[tuple[int, str]]] = {}
         for seq, scope, h in self.reader().execute(
-            f"SELECT rowid, scope, text_hash FROM {_table(layer)}{status}"
+            f"SELECT seq, scope, text_hash FROM {_table(layer)}{status}"
         ):
             owners.setdefault(h, []).append((int(seq), scope))
         cur = self.reader().execute(
@@ -769,7 +779,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
             removed: list[int] = []
             for i in range(0, len(ids), 500):
                 rows = conn.execute(
-                    f"DELETE FROM {table} WHERE id = ANY(%s) RETURNING rowid", (ids[i : i + 500],)
+                    f"DELETE FROM {table} WHERE id = ANY(%s) RETURNING seq", (ids[i : i + 500],)
                 ).fetchall()
                 removed += [int(r[0]) for r in rows]
             return removed

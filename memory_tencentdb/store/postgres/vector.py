@@ -74,7 +74,7 @@ class PgVectorIndex:
             # Gateways starting together must not both create the index.
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
             conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {table} (rowid BIGINT PRIMARY KEY,"
+                f"CREATE TABLE IF NOT EXISTS {table} (seq BIGINT PRIMARY KEY,"
                 f" scope TEXT NOT NULL, embedding vector({dim}) NOT NULL)"
             )
             conn.execute(
@@ -107,8 +107,8 @@ class PgVectorIndex:
         if not self.centre:
             self._transaction(
                 lambda conn: conn.executemany(
-                    f"INSERT INTO {self.table} (rowid, scope, embedding) VALUES (%s, %s, %s::vector)"
-                    " ON CONFLICT (rowid) DO UPDATE SET scope = excluded.scope,"
+                    f"INSERT INTO {self.table} (seq, scope, embedding) VALUES (%s, %s, %s::vector)"
+                    " ON CONFLICT (seq) DO UPDATE SET scope = excluded.scope,"
                     " embedding = excluded.embedding",
                     rows,
                 )
@@ -122,9 +122,9 @@ class PgVectorIndex:
             added = {
                 int(r[0])
                 for r in conn.execute(
-                    f"INSERT INTO {self.table} (rowid, scope, embedding)"
+                    f"INSERT INTO {self.table} (seq, scope, embedding)"
                     " SELECT r, s, e::vector FROM unnest(%s::bigint[], %s::text[], %s::text[])"
-                    " AS u(r, s, e) ON CONFLICT (rowid) DO NOTHING RETURNING rowid",
+                    " AS u(r, s, e) ON CONFLICT (seq) DO NOTHING RETURNING seq",
                     ([r for r, _, _ in rows], [s for _, s, _ in rows], [e for _, _, e in rows]),
                 ).fetchall()
             }
@@ -140,7 +140,7 @@ class PgVectorIndex:
 
     def _subtract(self, conn: Any, rowids: list[int]) -> None:
         conn.execute(
-            f"WITH gone AS (DELETE FROM {self.table} WHERE rowid = ANY(%s)"
+            f"WITH gone AS (DELETE FROM {self.table} WHERE seq = ANY(%s)"
             " RETURNING scope, embedding),"
             " g AS (SELECT scope, sum(embedding) AS total, count(*) AS n FROM gone"
             " GROUP BY scope)"
@@ -165,7 +165,7 @@ class PgVectorIndex:
             return
         self._transaction(
             lambda conn: conn.execute(
-                f"DELETE FROM {self.table} WHERE rowid = ANY(%s)", (list(rowids),)
+                f"DELETE FROM {self.table} WHERE seq = ANY(%s)", (list(rowids),)
             )
         )
 
@@ -175,7 +175,7 @@ class PgVectorIndex:
         if self.centre:
             self._subtract(conn, list(rowids))
         else:
-            conn.execute(f"DELETE FROM {self.table} WHERE rowid = ANY(%s)", (list(rowids),))
+            conn.execute(f"DELETE FROM {self.table} WHERE seq = ANY(%s)", (list(rowids),))
 
     def _mean(self, scope: str) -> np.ndarray | None:
         """The scope's mean shrunk toward the all-scopes mean, as ``NumpyIndex._mean``; None
@@ -204,9 +204,9 @@ class PgVectorIndex:
             self._reader()
             .execute(
                 # relaxed_order (the iterative scan) may hand rows back slightly out of order.
-                f"WITH c AS MATERIALIZED (SELECT rowid, embedding <=> %s::vector AS d"
+                f"WITH c AS MATERIALIZED (SELECT seq, embedding <=> %s::vector AS d"
                 f" FROM {self.table} WHERE scope = %s ORDER BY d LIMIT %s)"
-                " SELECT rowid, d FROM c ORDER BY d",
+                " SELECT seq, d FROM c ORDER BY d",
                 (_literal(query), scope, int(k)),
             )
             .fetchall()
@@ -223,9 +223,9 @@ class PgVectorIndex:
         rows = (
             self._reader()
             .execute(
-                f"WITH c AS MATERIALIZED (SELECT rowid, embedding FROM {self.table}"
+                f"WITH c AS MATERIALIZED (SELECT seq, embedding FROM {self.table}"
                 " WHERE scope = %s ORDER BY embedding <=> %s::vector LIMIT %s)"
-                " SELECT rowid, (-(embedding <#> %s::vector) - %s)"
+                " SELECT seq, (-(embedding <#> %s::vector) - %s)"
                 " / (sqrt(greatest(1 + 2 * (embedding <#> %s::vector) + %s, 1e-9)) * %s) AS s"
                 " FROM c ORDER BY s DESC LIMIT %s",
                 (
@@ -257,7 +257,7 @@ class PgVectorIndex:
         reader = self._reader()
         hashes = dict(
             reader.execute(
-                f"SELECT rowid, text_hash FROM {rows} WHERE rowid = ANY(%s) AND scope = %s{live}",
+                f"SELECT seq, text_hash FROM {rows} WHERE seq = ANY(%s) AND scope = %s{live}",
                 (list(rowids), scope),
             ).fetchall()
         )

@@ -56,7 +56,7 @@ def _old_database(monkeypatch: pytest.MonkeyPatch) -> str:
             assert schema.migrate(conn) == [1, 2]
         l0 = [
             ("l0_a", "user", "我下周去成都出差，帮我记一下", {"tool": None}, "Melanie"),
-            ("l0_b", "assistant", "好的，已记下成都出差。", {}, ""),
+            ("l0_b", "assistant", "好的，已记下成都出差。", {"args": "a\x00b"}, ""),
             ("l0_c", "user", "I am allergic to cat hair", {"k": [1, 2]}, ""),
         ]
         for i, (rid, role, content, extra, speaker) in enumerate(l0):
@@ -200,6 +200,7 @@ def test_a_database_of_the_old_schema_opens_readable_and_writable(tmp_path, monk
             "I am allergic to cat hair",
         ]
         assert old[0].extra == {"tool": None} and old[2].extra == {"k": [1, 2]}
+        assert old[1].extra == {"args": "ab"}  # jsonb holds no U+0000: the migration drops it
         assert old[0].speaker == "Melanie"
         trip = store.memory_by_id("mem_a")
         assert trip is not None and trip.metadata == {"slot": {"subject": "trip"}}

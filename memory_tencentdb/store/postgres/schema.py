@@ -26,6 +26,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_tencentdb.store.postgres.rows import jsonb_text
+
 Migration = Callable[[Any], None]
 # pg_advisory_xact_lock key: "tdai" in ASCII.
 MIGRATION_LOCK = 0x74646169
@@ -160,7 +162,8 @@ def m003_seq_and_jsonb(conn: Any) -> None:
       pgvector tables' key column (``pgv_*``, made by ``vector.py``) is renamed too.
     - JSON columns are ``jsonb``, not text: PostgreSQL checks them on write, answers
       ``metadata ? 'slot'`` itself, and psycopg hands them back decoded. Every stored value was
-      written by ``json.dumps``, so the cast reads each one as it was written.
+      written by ``json.dumps``, so the cast reads each one as it was written, but for the
+      character U+0000, which jsonb refuses: those few values lose it first (``jsonb_text``).
 
     Rewrites both tables once (seconds at 100k rows), inside the migration's transaction: a
     failure leaves the database as it was. Gateways of the version before must be stopped
@@ -171,6 +174,14 @@ def m003_seq_and_jsonb(conn: Any) -> None:
         if sequence and sequence[0]:
             conn.execute(f"ALTER SEQUENCE {sequence[0]} RENAME TO {table}_seq_seq")
         changes = []
+        for column in JSON_COLUMNS[table]:  # values jsonb refuses: see ``rows.jsonb_text``
+            for seq, text in conn.execute(
+                f"SELECT seq, {column} FROM {table} WHERE strpos({column}, %s) > 0",
+                ("\\u0000",),
+            ).fetchall():
+                conn.execute(
+                    f"UPDATE {table} SET {column} = %s WHERE seq = %s", (jsonb_text(text), seq)
+                )
         for column, empty in JSON_COLUMNS[table].items():
             changes += [
                 f"ALTER COLUMN {column} DROP DEFAULT",

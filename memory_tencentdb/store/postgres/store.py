@@ -50,7 +50,13 @@ from memory_tencentdb.store.postgres.admin import PgAdmin
 from memory_tencentdb.store.postgres.connection import Conn, PooledReader, ReaderPool
 from memory_tencentdb.store.postgres.hub import PgHub
 from memory_tencentdb.store.postgres.pipeline import PgPipeline
-from memory_tencentdb.store.postgres.rows import L0_SELECT, L1_SELECT, l0_from_pg, memory_from_pg
+from memory_tencentdb.store.postgres.rows import (
+    L0_SELECT,
+    L1_SELECT,
+    jsonb_text,
+    l0_from_pg,
+    memory_from_pg,
+)
 from memory_tencentdb.store.postgres.schema import migrate
 from memory_tencentdb.store.postgres.text_search import (
     BM25_B,
@@ -284,7 +290,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
                     " message_id, timestamp, recorded_at, file, text_hash, extra, speaker, tok)"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::tsvector)"
                     " ON CONFLICT (id) DO NOTHING RETURNING seq",
-                    (*p, tsvector_literal(tok)),
+                    (*p[:11], jsonb_text(p[11]), *p[12:], tsvector_literal(tok)),
                 ).fetchone()
                 if row:
                     seqs.append(int(row[0]))
@@ -353,6 +359,8 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
 
     def index_l1_line(self, r: dict[str, Any], rel_file: str) -> int:
         values, tok = l1_values(r, rel_file)
+        for column in L1_JSON_COLUMNS:
+            values[column] = jsonb_text(values[column])
         values["tok"] = tsvector_literal(tok) if values["status"] == "active" else None
         cols = ", ".join(values)
         marks = ", ".join(_CASTS.get(c, "%s") for c in values)

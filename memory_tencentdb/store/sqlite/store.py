@@ -90,8 +90,9 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
     """Owns ``memory.db`` and the JSONL files of one data directory (the SQLite backend).
 
     The SQLite ``MemoryStore`` (``base.py``): services call the interface's named methods
-    (implemented here and in the mixins ``PipelineTables``, ``AdminQueries``, ``HubQueries``)
-    and group writes with ``with store.transaction():``.
+    (implemented here and in this package's mixins ``PipelineTables``, ``AdminQueries``,
+    ``HubQueries``; the journal-first writes in ``journal_writes.JournalWrites``) and group
+    writes with ``with store.transaction():``.
     """
 
     backend = "sqlite"

@@ -64,9 +64,9 @@ def before_pg(store, layer: str, scope: str, terms: list[str], k: int) -> list[t
     """``PostgresStore.keyword_search`` as it was up to 51281b4 (the reference ranking)."""
     import math
 
-    from memory_tencentdb.store.postgres import _MAX_LEXEME_BYTES, BM25_B, BM25_K1, tsquery_literal
+    from memory_tencentdb.store.postgres import BM25_B, BM25_K1, MAX_LEXEME_BYTES, tsquery_literal
 
-    terms = [t for t in dict.fromkeys(terms) if t and len(t.encode()) <= _MAX_LEXEME_BYTES]
+    terms = [t for t in dict.fromkeys(terms) if t and len(t.encode()) <= MAX_LEXEME_BYTES]
     query = tsquery_literal(terms)
     if not query or k <= 0:
         return []
@@ -81,14 +81,14 @@ def before_pg(store, layer: str, scope: str, terms: list[str], k: int) -> list[t
     rows = (
         store.reader()
         .execute(
-            f"SELECT c.rowid, sum(q.idf * t.tf * {BM25_K1 + 1}"
-            f" / (t.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * c.dl / ?))) AS s"
-            f" FROM (SELECT m.rowid, m.tok, length(m.tok) AS dl FROM {table} m"
-            f" WHERE m.tok @@ ?::tsquery AND m.scope = ?{extra}) c"
+            f"SELECT c.seq, sum(q.idf * t.tf * {BM25_K1 + 1}"
+            f" / (t.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * c.dl / %s))) AS s"
+            f" FROM (SELECT m.seq, m.tok, length(m.tok) AS dl FROM {table} m"
+            f" WHERE m.tok @@ %s::tsquery AND m.scope = %s{extra}) c"
             " CROSS JOIN LATERAL (SELECT u.lexeme, cardinality(u.positions) AS tf"
             " FROM unnest(c.tok) u) t"
-            " JOIN unnest(?::text[], ?::float8[]) AS q(lexeme, idf) ON q.lexeme = t.lexeme"
-            " GROUP BY c.rowid ORDER BY s DESC, c.rowid DESC LIMIT ?",
+            " JOIN unnest(%s::text[], %s::float8[]) AS q(lexeme, idf) ON q.lexeme = t.lexeme"
+            " GROUP BY c.seq ORDER BY s DESC, c.seq DESC LIMIT %s",
             params,
         )
         .fetchall()

@@ -140,7 +140,7 @@ def seed_pg(dsn: str, data_dir: Path, n_l1: int) -> dict:
         rows_s = time.perf_counter() - t0
         rows = (
             store.reader()
-            .execute("SELECT rowid, scope, text_hash FROM l1_memories ORDER BY rowid")
+            .execute("SELECT seq, scope, text_hash FROM l1_memories ORDER BY seq")
             .fetchall()
         )
         t1 = time.perf_counter()

@@ -49,7 +49,7 @@ EMBED_WAIT_MAX_ROWS = 128
 
 def index_backends() -> dict[str, str]:
     """Which vector index serves each layer (see ``store/vector_index.py`` for why; "auto":
-    in memory while it is small, see ``store.db.AUTO_NUMPY_BYTES``)."""
+    in memory while it is small, see ``store.sqlite.store.AUTO_NUMPY_BYTES``)."""
     return {
         "l1": os.environ.get("TDAI_VECTOR_INDEX_L1", "numpy"),
         "l0": os.environ.get("TDAI_VECTOR_INDEX_L0", "auto"),

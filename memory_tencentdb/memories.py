@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.db import new_id, now_iso
+from memory_tencentdb.store.common import new_id, now_iso
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.vectorizer import Vectorizer
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.capture import _timestamp_ms, to_l0_inputs
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.sqlite import Store
 
 if TYPE_CHECKING:
     from memory_tencentdb.engine import Engine

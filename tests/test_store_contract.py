@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,6 @@ import numpy as np
 import pytest
 
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.records import (
     KeywordHit,
     L0Input,
@@ -31,6 +31,7 @@ from memory_tencentdb.store.records import (
     SessionBacklog,
     SessionState,
 )
+from memory_tencentdb.store.sqlite import Store
 from memory_tencentdb.text import tokenize
 from tests.support import postgres
 
@@ -149,6 +150,25 @@ def test_what_a_closed_store_wrote_is_there_for_the_next(store: Any):
 
 
 # --------------------------------------------------------------------------- messages
+
+
+def test_json_values_with_a_nul_character_are_stored(store: Any):
+    """A tool call's arguments or a memory's metadata may hold U+0000 (JSON allows it, the
+    journal keeps it). Every backend stores the row and reads the rest of the value back; a
+    backend whose JSON type cannot hold the character (PostgreSQL's jsonb) drops it alone."""
+    scope = _scope()
+    calls = [{"id": "c1", "name": "grep", "arguments": 'a\x00b \\u0000 "引号"'}]
+    said = _said(scope, "nul", "工具调用 tool call")[0]
+    stored = store.record_messages([replace(said, extra={"tool_calls": calls})])
+    got = store.l0_rows([stored[0].seq])[stored[0].seq].extra["tool_calls"][0]["arguments"]
+    assert got.replace("\x00", "") == 'ab \\u0000 "引号"'
+    m = store.write_memory(_memory(scope, "nul in metadata", metadata={"k\x00": ["x\x00y"]}))
+    back = store.memory_by_id(m.id)
+    assert back is not None
+    assert {
+        k.replace("\x00", ""): [v.replace("\x00", "") for v in vs]
+        for k, vs in back.metadata.items()
+    } == {"k": ["xy"]}
 
 
 def test_messages_are_recorded_and_read_back(store: Any):
@@ -474,6 +494,20 @@ def test_browse_pages_and_counts(store: Any):
 
 
 # --------------------------------------------------------------------------- the whole contract
+
+
+def test_each_backend_implements_the_interface_itself(store: Any):
+    """Siblings, not a base and its subclass: a method added to one backend is not silently run
+    on the other in the wrong dialect (each owns its SQL; only ``MemoryStore`` and SQL-free
+    helpers are shared)."""
+    from memory_tencentdb.store.backends import BACKENDS
+    from memory_tencentdb.store.postgres import PostgresStore
+    from memory_tencentdb.store.sqlite import SqliteStore
+
+    assert set(BACKENDS) == {"sqlite", "postgres"}
+    assert not issubclass(PostgresStore, SqliteStore)
+    assert not issubclass(SqliteStore, PostgresStore)
+    assert type(store._store) is {"sqlite": SqliteStore, "postgres": PostgresStore}[store.backend]
 
 
 def test_every_method_was_exercised(store: Any):

@@ -34,7 +34,7 @@ def store(tmp_path):
 
 
 def _index(store, table: str, dim: int):
-    from memory_tencentdb.store.pg_vector import PgVectorIndex
+    from memory_tencentdb.store.postgres.vector import PgVectorIndex
 
     return PgVectorIndex(store._vector_transaction, store.reader, table, dim, "l1", "m")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from memory_tencentdb.pipeline import layout
 from memory_tencentdb.pipeline.scenes import META_END, parse_scene, strip_navigation
-from memory_tencentdb.store import admin
 from memory_tencentdb.store.base import MemoryStore
+from memory_tencentdb.store.common import L1_STATUSES
 from memory_tencentdb.store.records import Memory
 
 MAX_PAGE = 1000
@@ -71,7 +71,7 @@ def list_memories(
     ``status`` is active (default), superseded, deleted, history (active + superseded) or all."""
     if type_ and type_ not in ("persona", "episodic", "instruction"):
         raise BadRequest(f"type: must be persona, episodic or instruction, got {type_!r}")
-    if status not in (*admin.L1_STATUSES, "history", "all"):
+    if status not in (*L1_STATUSES, "history", "all"):
         raise BadRequest(
             f"status: must be active, superseded, deleted, history or all, got {status!r}"
         )

@@ -21,7 +21,7 @@ from typing import Any
 from memory_tencentdb.operations.browse import BadRequest, NotFound, public_memory
 from memory_tencentdb.pipeline import layout, state
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.db import now_iso
+from memory_tencentdb.store.common import now_iso
 from memory_tencentdb.store.files import write_atomic
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.vectorizer import Vectorizer

@@ -39,8 +39,9 @@ from memory_tencentdb.pipeline.persona import refresh_navigation
 from memory_tencentdb.pipeline.scenes import SceneStore
 from memory_tencentdb.store import files
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.db import L1_TYPES, Store, now_iso
+from memory_tencentdb.store.common import L1_TYPES, now_iso
 from memory_tencentdb.store.original_db import OriginalDB, read_vectors_db
+from memory_tencentdb.store.sqlite import Store
 from memory_tencentdb.text.redact import redact
 
 _AGENT_KEY = re.compile(r"^agent:([^:]+):")

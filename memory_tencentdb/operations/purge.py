@@ -36,8 +36,8 @@ from typing import Any
 from memory_tencentdb.offload.layout import ScopeLayout
 from memory_tencentdb.pipeline import layout
 from memory_tencentdb.store import files
-from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.files import write_atomic
+from memory_tencentdb.store.sqlite import Store
 
 log = logging.getLogger("memory_tencentdb.operations")
 

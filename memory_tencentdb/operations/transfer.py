@@ -26,7 +26,7 @@ from memory_tencentdb import __version__
 from memory_tencentdb.pipeline import state
 from memory_tencentdb.store import files
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.db import L1_TYPES, now_iso
+from memory_tencentdb.store.common import L1_TYPES, now_iso
 from memory_tencentdb.store.records import L0Message, Memory
 from memory_tencentdb.text.redact import redact, redact_obj
 

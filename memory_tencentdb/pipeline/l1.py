@@ -21,7 +21,7 @@ from memory_tencentdb.llm import JSONParseError, LLMClient, LLMError
 from memory_tencentdb.pipeline import prompts, rules
 from memory_tencentdb.retrieval import retrieve
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.db import new_id, now_iso
+from memory_tencentdb.store.common import new_id, now_iso
 from memory_tencentdb.store.records import L0Message, Memory, memory_from_journal
 from memory_tencentdb.text import relative_dates, tokenize
 from memory_tencentdb.text.sanitize import is_noise

@@ -1,7 +1,7 @@
 """Pipeline state, as the stages use it: typed records read and changed through the store.
 
-The SQL lives in ``store/pipeline_tables.py`` (every backend provides it); this module only
-keeps the stages' vocabulary (plans as JSON, "complete a chunk") in one place.
+The SQL lives in each backend's ``pipeline.py`` (``store/sqlite/``, ``store/postgres/``); this
+module only keeps the stages' vocabulary (plans as JSON, "complete a chunk") in one place.
 """
 
 from __future__ import annotations

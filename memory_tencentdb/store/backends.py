@@ -3,8 +3,9 @@
 ``sqlite`` (the default) keeps the index in ``<data dir>/memory.db``, embedded, one gateway per
 data directory. ``postgres`` keeps it in a PostgreSQL database with pgvector that several
 gateways share (team memory); each gateway still journals to the files of its own data
-directory. Both return a ``MemoryStore`` (``base.py``): ``Store`` and ``PostgresStore``, so
-nothing above ``store/`` knows which one it has.
+directory. Both return a ``MemoryStore`` (``base.py``): ``sqlite.SqliteStore`` and
+``postgres.PostgresStore``, siblings that each own their SQL and schema, so nothing above
+``store/`` knows which one it has.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.db import Store
 from memory_tencentdb.store.errors import StoreUnavailable
+from memory_tencentdb.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from memory_tencentdb.config import Settings
@@ -27,7 +28,7 @@ Opener = Callable[[Path, tzinfo, "Settings"], MemoryStore]
 
 
 def _open_sqlite(data_dir: Path, tz: tzinfo, settings: Settings) -> MemoryStore:
-    return Store(data_dir, tz)
+    return SqliteStore(data_dir, tz)
 
 
 def _open_postgres(data_dir: Path, tz: tzinfo, settings: Settings) -> MemoryStore:

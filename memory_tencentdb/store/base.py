@@ -1,7 +1,8 @@
 """``MemoryStore``: the one interface the services hold a store by.
 
-Every backend (``Store`` on SQLite, ``PostgresStore`` on PostgreSQL; chosen by
-``store/backends.py``) implements it; nothing above ``store/`` names a backend class. The
+Every backend (``SqliteStore`` in ``store/sqlite/``, ``PostgresStore`` in ``store/postgres/``;
+chosen by ``store/backends.py``) implements it on its own: siblings, neither inheriting the
+other, each with its SQL and schema. Nothing above ``store/`` names a backend class. The
 methods are grouped by concern, in the order of the sections below:
 
 - lifecycle: closing, transactions, the ``meta`` key-value table;

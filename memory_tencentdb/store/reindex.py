@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_tencentdb.store import files, journal
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.sqlite import Store
 
 log = logging.getLogger("memory_tencentdb.store")
 

@@ -1,23 +1,19 @@
-"""Store queries behind the operations a user runs on their memory: list, count, correct,
-forget, export and purge.
-
-The admin section of ``MemoryStore`` (``base.py``) where both backends word it alike; what only
-one backend can say (SQLite's FTS5 tables, ``VACUUM``, ``instr``) is its own method in ``db.py``
-or ``postgres.py``. Kept apart from ``db.py`` (the capture/recall hot path) so both stay small.
+"""PostgreSQL's queries behind the operations a user runs on their memory: list, count,
+correct, forget, export and purge (the admin section of ``MemoryStore``), a mixin of
+``PostgresStore``; what needs the store's own state (deleting rows with their vector index
+entries, ``strpos``) is in ``store.py``. Kept apart from the capture/recall hot path so both stay
+small. (SQLite's are ``sqlite/admin.py``.)
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, tzinfo
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_tencentdb.store import files
+from memory_tencentdb.store.postgres.rows import L0_SELECT, L1_SELECT, json_list
 from memory_tencentdb.store.records import (
-    L0_SELECT,
-    L1_SELECT,
     L0Message,
     Memory,
     ScopeCounts,
@@ -25,14 +21,11 @@ from memory_tencentdb.store.records import (
     memory_from_row,
 )
 
-L1_STATUSES = ("active", "superseded", "deleted")
-
-
 # A row type an export iterates (both carry their sequence number, ``seq``).
 _R = TypeVar("_R", Memory, L0Message)
 
 
-class AdminQueries:
+class PgAdmin:
     """The admin section of ``MemoryStore`` in SQL both backends accept (a backend overrides
     what it words differently); needs ``reader()``, ``_transaction(fn)``,
     ``_delete_rows(layer, ids)``, ``apply_status_line``, ``data_dir`` and ``tz``."""
@@ -59,29 +52,29 @@ class AdminQueries:
         where = ["1 = 1"]  # a bare 1 is no boolean to PostgreSQL
         params: list[Any] = []
         if scope is not None:
-            where.append("scope = ?")
+            where.append("scope = %s")
             params.append(scope)
         if type_:
-            where.append("type = ?")
+            where.append("type = %s")
             params.append(type_)
         if status == "history":
             where.append("status != 'deleted'")
         elif status != "all":
-            where.append("status = ?")
+            where.append("status = %s")
             params.append(status)
         if session_key:
-            where.append("session_key = ?")
+            where.append("session_key = %s")
             params.append(session_key)
         if since:
-            where.append("updated_at >= ?")
+            where.append("updated_at >= %s")
             params.append(since)
         if before_seq is not None:
-            where.append("rowid < ?")
+            where.append("seq < %s")
             params.append(before_seq)
         params.append(limit)
         cur = self.reader().execute(
             f"SELECT {L1_SELECT} FROM l1_memories WHERE {' AND '.join(where)}"
-            " ORDER BY rowid DESC LIMIT ?",
+            " ORDER BY seq DESC LIMIT %s",
             params,
         )
         return [memory_from_row(r) for r in cur.fetchall()]
@@ -112,10 +105,11 @@ class AdminQueries:
         frontier = list(ids)
         found: list[str] = []
         while frontier:
-            chunk, frontier = frontier[:500], frontier[500:]
-            marks = ",".join("?" * len(chunk))
-            for (mid,) in self.reader().execute(
-                f"SELECT id FROM l1_memories WHERE superseded_by IN ({marks})", chunk
+            chunk, frontier = frontier, []
+            for (mid,) in (
+                self.reader()
+                .execute("SELECT id FROM l1_memories WHERE superseded_by = ANY(%s)", (chunk,))
+                .fetchall()
             ):
                 if mid not in seen:
                     seen.add(mid)
@@ -127,35 +121,9 @@ class AdminQueries:
         """How many stored older versions a memory has (for naming the next one)."""
         return int(
             self.reader()
-            .execute("SELECT count(*) FROM l1_memories WHERE id LIKE ?", (f"{memory_id}.v%",))
+            .execute("SELECT count(*) FROM l1_memories WHERE id LIKE %s", (f"{memory_id}.v%",))
             .fetchone()[0]
         )
-
-    def append_tombstones(self, ids: list[str], reason: str) -> None:
-        """Mark memories deleted: one ``status`` line each in ``records/`` (durable), then the index.
-
-        Deleted rows leave the keyword and vector indexes at once, so recall and search stop
-        finding them with the answer of the request that deleted them."""
-        if not ids:
-            return
-        from memory_tencentdb.store.db import now_iso
-
-        at = now_iso()
-        lines = [
-            {
-                "op": "status",
-                "id": mid,
-                "status": "deleted",
-                "superseded_by": "",
-                "at": at,
-                "reason": reason,
-            }
-            for mid in ids
-        ]
-        rel = files.day_file("records", datetime.now(UTC), self.tz)
-        files.append_lines(self.data_dir / rel, lines)
-        for line in lines:
-            self.apply_status_line(line)
 
     def deleted_memories(self) -> list[Memory]:
         cur = self.reader().execute(f"SELECT {L1_SELECT} FROM l1_memories WHERE status = 'deleted'")
@@ -177,17 +145,17 @@ class AdminQueries:
         scope: str | None,
         batch: int,
     ) -> Iterator[_R]:
-        """A table's rows in sequence order, ``batch`` at a time by keyset (``rowid > last``), so
+        """A table's rows in sequence order, ``batch`` at a time by keyset (``seq > last``), so
         an export of any size holds one batch in memory and sees rows written meanwhile."""
         last = 0
-        where = "rowid > ?"
+        where = "seq > %s"
         params: list[str] = []
         if scope is not None:
-            where += " AND scope = ?"
+            where += " AND scope = %s"
             params.append(scope)
         while True:
             cur = self.reader().execute(
-                f"SELECT {select} FROM {table} WHERE {where} ORDER BY rowid LIMIT ?",
+                f"SELECT {select} FROM {table} WHERE {where} ORDER BY seq LIMIT %s",
                 [last, *params, batch],
             )
             rows = [decode(r) for r in cur.fetchall()]
@@ -198,24 +166,17 @@ class AdminQueries:
 
     def existing_ids(self, layer: str, ids: list[str]) -> set[str]:
         table = "l1_memories" if layer == "l1" else "l0_messages"
-        out: set[str] = set()
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            out.update(
-                r[0]
-                for r in self.reader().execute(
-                    f"SELECT id FROM {table} WHERE id IN ({marks})", chunk
-                )
-            )
-        return out
+        if not ids:
+            return set()
+        cur = self.reader().execute(f"SELECT id FROM {table} WHERE id = ANY(%s)", (list(ids),))
+        return {r[0] for r in cur.fetchall()}
 
     def memory_fingerprint(self, memory_id: str) -> tuple[str, str, str] | None:
         """``(content, status, updated_at)`` of a memory: what import compares to stay idempotent."""
         row = (
             self.reader()
             .execute(
-                "SELECT content, status, updated_at FROM l1_memories WHERE id = ?", (memory_id,)
+                "SELECT content, status, updated_at FROM l1_memories WHERE id = %s", (memory_id,)
             )
             .fetchone()
         )
@@ -224,10 +185,14 @@ class AdminQueries:
     def cited_l0_ids(self) -> set[str]:
         """L0 record ids that a live memory (active or kept as history) still cites as evidence."""
         out: set[str] = set()
-        for (sources,) in self.reader().execute(
-            "SELECT source_ids FROM l1_memories WHERE status != 'deleted' AND source_ids != '[]'"
+        for (sources,) in (
+            self.reader()
+            .execute(
+                "SELECT source_ids FROM l1_memories WHERE status != 'deleted' AND source_ids != '[]'::jsonb"
+            )
+            .fetchall()
         ):
-            out.update(json.loads(sources or "[]"))
+            out.update(json_list(sources))
         return out
 
     def delete_orphan_vectors(self) -> int:
@@ -268,45 +233,40 @@ class AdminQueries:
     def last_message_per_session(
         self, messages: list[dict[str, Any]]
     ) -> dict[tuple[str, str], tuple[int, str]]:
-        """``{(scope, session_key): (rowid, record id)}`` of the newest of ``messages`` per session."""
+        """``{(scope, session_key): (seq, record id)}`` of the newest of ``messages`` per session."""
         out: dict[tuple[str, str], tuple[int, str]] = {}
         ids = [m["record_id"] for m in messages]
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            # The newest per session is picked here, not with SQLite's bare column next to max(),
-            # which PostgreSQL refuses.
-            for scope, key, rowid, rid in self.reader().execute(
-                f"SELECT scope, session_key, rowid, id FROM l0_messages WHERE id IN ({marks})",
-                chunk,
-            ):
-                if rowid > out.get((scope, key), (0, ""))[0]:
-                    out[(scope, key)] = (rowid, rid)
+        if not ids:
+            return out
+        for scope, key, seq, rid in (
+            self.reader()
+            .execute(
+                "SELECT DISTINCT ON (scope, session_key) scope, session_key, seq, id"
+                " FROM l0_messages WHERE id = ANY(%s) ORDER BY scope, session_key, seq DESC",
+                (ids,),
+            )
+            .fetchall()
+        ):
+            out[(scope, key)] = (int(seq), rid)
         return out
 
     def l0_recorded_before(self, cutoff_iso: str) -> list[tuple[str, int]]:
-        """``(record id, rowid)`` of the L0 messages recorded before ``cutoff_iso`` (retention)."""
+        """``(record id, seq)`` of the L0 messages recorded before ``cutoff_iso`` (retention)."""
         return [
             (r[0], r[1])
             for r in self.reader().execute(
-                "SELECT id, rowid FROM l0_messages WHERE recorded_at != '' AND recorded_at < ?",
+                "SELECT id, seq FROM l0_messages WHERE recorded_at != '' AND recorded_at < %s",
                 (cutoff_iso,),
             )
         ]
 
     def unextracted_l0_ids(self, ids: list[str]) -> set[str]:
         """Those of ``ids`` that L1 has not read yet (past their session's cursor)."""
-        out: set[str] = set()
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            out.update(
-                r[0]
-                for r in self.reader().execute(
-                    f"SELECT m.id FROM l0_messages m JOIN pipeline_sessions p ON p.scope = m.scope"
-                    f" AND p.session_key = m.session_key WHERE m.id IN ({marks})"
-                    " AND m.rowid > p.l1_cursor",
-                    chunk,
-                )
-            )
-        return out
+        if not ids:
+            return set()
+        cur = self.reader().execute(
+            "SELECT m.id FROM l0_messages m JOIN pipeline_sessions p ON p.scope = m.scope"
+            " AND p.session_key = m.session_key WHERE m.id = ANY(%s) AND m.seq > p.l1_cursor",
+            (list(ids),),
+        )
+        return {r[0] for r in cur.fetchall()}

@@ -1,9 +1,7 @@
-"""The pipeline's SQL: its state tables (migration 2) and the reads the L1/L2/L3 stages need.
-
-A mixin of the store (``Store`` and ``PostgresStore`` share it: the statements are plain SQL
-both dialects accept, ``INSERT ... ON CONFLICT DO NOTHING`` included; the few that differ are
-overridden by the backend). Services call these
-named methods and get typed records (``records.py``); they never see a connection.
+"""SQLite's pipeline SQL: its state tables (``migrations.py`` migration 2) and the reads the
+L1/L2/L3 stages need, a mixin of ``SqliteStore``. (PostgreSQL's are ``postgres/pipeline.py``.)
+Services call these named methods and get typed records (``records.py``); they never see a
+connection.
 
 Every change that records progress happens in one transaction, together with the counters it
 affects, so the database never says "done" for work that was not applied.
@@ -131,7 +129,7 @@ class PipelineTables:
 
     def _upsert(self, conn: Any, table: str, keys: dict[str, Any], values: dict[str, Any]) -> None:
         """Insert the row with defaults if missing, then apply ``values`` (``col`` or ``col +=``)."""
-        from memory_tencentdb.store.db import now_iso
+        from memory_tencentdb.store.common import now_iso
 
         key_cols = list(keys)
         conn.execute(

@@ -1,10 +1,12 @@
 """Numbered schema migrations of the PostgreSQL backend (``storeBackend: postgres``).
 
-The same tables and columns as ``migrations.py`` (SQLite), so the store's shared statements
-run on both; what differs:
+The same tables and columns as SQLite's (``sqlite/migrations.py``), each backend with its own
+statements over them; what differs:
 
-- ``rowid`` is an identity column: the row's sequence number, used by cursors and indexes
-  exactly like SQLite's rowid (record ids, not these numbers, are what the files keep).
+- ``seq`` is an identity column: the row's sequence number, used by cursors and indexes as
+  SQLite uses its rowid (record ids, not these numbers, are what the files keep). Migration 1
+  named it ``rowid`` and kept JSON as text, imitating SQLite; migration 3 renames it and makes
+  the JSON columns ``jsonb`` (a database of that schema is upgraded in place).
 - The keyword index is a ``tok tsvector`` column of the row (GIN-indexed) holding the same
   jieba tokens as SQLite's FTS5 tables, built from the token list (no PostgreSQL text parser
   in between, so Chinese and English are indexed exactly as on SQLite); NULL for L1 memories
@@ -12,7 +14,7 @@ run on both; what differs:
 - ``pipeline_claims``: one row per session, row-locked (``FOR UPDATE SKIP LOCKED``) by the
   gateway extracting it, so two gateways never extract the same chunk.
 - Vectors for search live in one pgvector table per (layer, model), made by the index
-  (``pg_vector.py``); ``vectors`` keeps the canonical float32 bytes, as on SQLite.
+  (``vector.py``); ``vectors`` keeps the canonical float32 bytes, as on SQLite.
 
 Each migration runs once, in order, in a transaction, under an advisory lock so gateways that
 start together do not race; applied numbers are recorded in ``_migrations``.
@@ -23,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+
+from memory_tencentdb.store.postgres.rows import jsonb_text
 
 Migration = Callable[[Any], None]
 # pg_advisory_xact_lock key: "tdai" in ASCII.
@@ -142,9 +146,62 @@ def m002_pipeline(conn: Any) -> None:
         conn.execute(statement)
 
 
+# The JSON columns of migration 1, with the value an empty one holds.
+JSON_COLUMNS = {
+    "l0_messages": {"extra": "{}"},
+    "l1_memories": {"source_ids": "[]", "metadata": "{}", "timestamps": "[]"},
+}
+
+
+def m003_seq_and_jsonb(conn: Any) -> None:
+    """PostgreSQL's own names and types where migration 1 imitated SQLite.
+
+    - The sequence column is ``seq`` (the name every record and cursor uses for it), not
+      ``rowid``: renamed in place, so every number, cursor and index entry stays as it was and
+      the identity continues after the highest (its sequence is renamed with it). The
+      pgvector tables' key column (``pgv_*``, made by ``vector.py``) is renamed too.
+    - JSON columns are ``jsonb``, not text: PostgreSQL checks them on write, answers
+      ``metadata ? 'slot'`` itself, and psycopg hands them back decoded. Every stored value was
+      written by ``json.dumps``, so the cast reads each one as it was written, but for the
+      character U+0000, which jsonb refuses: those few values lose it first (``jsonb_text``).
+
+    Rewrites both tables once (seconds at 100k rows), inside the migration's transaction: a
+    failure leaves the database as it was. Gateways of the version before must be stopped
+    first: their statements name ``rowid``."""
+    for table in ("l0_messages", "l1_memories"):
+        conn.execute(f"ALTER TABLE {table} RENAME COLUMN rowid TO seq")
+        sequence = conn.execute("SELECT pg_get_serial_sequence(%s, 'seq')", (table,)).fetchone()
+        if sequence and sequence[0]:
+            conn.execute(f"ALTER SEQUENCE {sequence[0]} RENAME TO {table}_seq_seq")
+        changes = []
+        for column in JSON_COLUMNS[table]:  # values jsonb refuses: see ``rows.jsonb_text``
+            for seq, text in conn.execute(
+                f"SELECT seq, {column} FROM {table} WHERE strpos({column}, %s) > 0",
+                ("\\u0000",),
+            ).fetchall():
+                conn.execute(
+                    f"UPDATE {table} SET {column} = %s WHERE seq = %s", (jsonb_text(text), seq)
+                )
+        for column, empty in JSON_COLUMNS[table].items():
+            changes += [
+                f"ALTER COLUMN {column} DROP DEFAULT",
+                f"ALTER COLUMN {column} TYPE jsonb USING {column}::jsonb",
+                f"ALTER COLUMN {column} SET DEFAULT '{empty}'::jsonb",
+            ]
+        conn.execute(f"ALTER TABLE {table} {', '.join(changes)}")
+    vector_tables = conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid"
+        " WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace"
+        " AND left(c.relname, 4) = 'pgv_' AND a.attname = 'rowid' AND NOT a.attisdropped"
+    ).fetchall()
+    for (name,) in vector_tables:
+        conn.execute(f'ALTER TABLE "{name}" RENAME COLUMN rowid TO seq')
+
+
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "core", m001_core),
     (2, "pipeline", m002_pipeline),
+    (3, "seq-and-jsonb", m003_seq_and_jsonb),
 ]
 
 

@@ -72,9 +72,9 @@ class PgVectorIndex:
 
         def create(conn: Any) -> None:
             # Gateways starting together must not both create the index.
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (table,))
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (table,))
             conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {table} (rowid BIGINT PRIMARY KEY,"
+                f"CREATE TABLE IF NOT EXISTS {table} (seq BIGINT PRIMARY KEY,"
                 f" scope TEXT NOT NULL, embedding vector({dim}) NOT NULL)"
             )
             conn.execute(
@@ -84,7 +84,7 @@ class PgVectorIndex:
             conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_scope ON {table} (scope)")
             if not self.centre:
                 return
-            made = conn.execute("SELECT to_regclass(?)", (self.stats,)).fetchone()[0]
+            made = conn.execute("SELECT to_regclass(%s)", (self.stats,)).fetchone()[0]
             if made is None:  # first start of this version on the table: sum what is there
                 conn.execute(
                     f"CREATE TABLE {self.stats} (scope TEXT PRIMARY KEY,"
@@ -107,8 +107,8 @@ class PgVectorIndex:
         if not self.centre:
             self._transaction(
                 lambda conn: conn.executemany(
-                    f"INSERT INTO {self.table} (rowid, scope, embedding) VALUES (?, ?, ?::vector)"
-                    " ON CONFLICT (rowid) DO UPDATE SET scope = excluded.scope,"
+                    f"INSERT INTO {self.table} (seq, scope, embedding) VALUES (%s, %s, %s::vector)"
+                    " ON CONFLICT (seq) DO UPDATE SET scope = excluded.scope,"
                     " embedding = excluded.embedding",
                     rows,
                 )
@@ -122,9 +122,9 @@ class PgVectorIndex:
             added = {
                 int(r[0])
                 for r in conn.execute(
-                    f"INSERT INTO {self.table} (rowid, scope, embedding)"
-                    " SELECT r, s, e::vector FROM unnest(?::bigint[], ?::text[], ?::text[])"
-                    " AS u(r, s, e) ON CONFLICT (rowid) DO NOTHING RETURNING rowid",
+                    f"INSERT INTO {self.table} (seq, scope, embedding)"
+                    " SELECT r, s, e::vector FROM unnest(%s::bigint[], %s::text[], %s::text[])"
+                    " AS u(r, s, e) ON CONFLICT (seq) DO NOTHING RETURNING seq",
                     ([r for r, _, _ in rows], [s for _, s, _ in rows], [e for _, _, e in rows]),
                 ).fetchall()
             }
@@ -140,7 +140,7 @@ class PgVectorIndex:
 
     def _subtract(self, conn: Any, rowids: list[int]) -> None:
         conn.execute(
-            f"WITH gone AS (DELETE FROM {self.table} WHERE rowid = ANY(?)"
+            f"WITH gone AS (DELETE FROM {self.table} WHERE seq = ANY(%s)"
             " RETURNING scope, embedding),"
             " g AS (SELECT scope, sum(embedding) AS total, count(*) AS n FROM gone"
             " GROUP BY scope)"
@@ -151,7 +151,7 @@ class PgVectorIndex:
 
     def _add_sums(self, conn: Any, sums: dict[str, tuple[np.ndarray, int]]) -> None:
         conn.executemany(
-            f"INSERT INTO {self.stats} (scope, total, n) VALUES (?, ?::vector, ?)"
+            f"INSERT INTO {self.stats} (scope, total, n) VALUES (%s, %s::vector, %s)"
             f" ON CONFLICT (scope) DO UPDATE SET total = {self.stats}.total + excluded.total,"
             f" n = {self.stats}.n + excluded.n",
             [(scope, _literal(total), n) for scope, (total, n) in sums.items()],
@@ -165,7 +165,7 @@ class PgVectorIndex:
             return
         self._transaction(
             lambda conn: conn.execute(
-                f"DELETE FROM {self.table} WHERE rowid = ANY(?)", (list(rowids),)
+                f"DELETE FROM {self.table} WHERE seq = ANY(%s)", (list(rowids),)
             )
         )
 
@@ -175,14 +175,14 @@ class PgVectorIndex:
         if self.centre:
             self._subtract(conn, list(rowids))
         else:
-            conn.execute(f"DELETE FROM {self.table} WHERE rowid = ANY(?)", (list(rowids),))
+            conn.execute(f"DELETE FROM {self.table} WHERE seq = ANY(%s)", (list(rowids),))
 
     def _mean(self, scope: str) -> np.ndarray | None:
         """The scope's mean shrunk toward the all-scopes mean, as ``NumpyIndex._mean``; None
         when the scope has fewer than ``CENTRE_MIN_ROWS`` vectors (plain cosines, as there)."""
         reader = self._reader()
         row = reader.execute(
-            f"SELECT total::text, n FROM {self.stats} WHERE scope = ?", (scope,)
+            f"SELECT total::text, n FROM {self.stats} WHERE scope = %s", (scope,)
         ).fetchone()
         if row is None or int(row[1]) < CENTRE_MIN_ROWS:
             return None
@@ -204,9 +204,9 @@ class PgVectorIndex:
             self._reader()
             .execute(
                 # relaxed_order (the iterative scan) may hand rows back slightly out of order.
-                f"WITH c AS MATERIALIZED (SELECT rowid, embedding <=> ?::vector AS d"
-                f" FROM {self.table} WHERE scope = ? ORDER BY d LIMIT ?)"
-                " SELECT rowid, d FROM c ORDER BY d",
+                f"WITH c AS MATERIALIZED (SELECT seq, embedding <=> %s::vector AS d"
+                f" FROM {self.table} WHERE scope = %s ORDER BY d LIMIT %s)"
+                " SELECT seq, d FROM c ORDER BY d",
                 (_literal(query), scope, int(k)),
             )
             .fetchall()
@@ -223,11 +223,11 @@ class PgVectorIndex:
         rows = (
             self._reader()
             .execute(
-                f"WITH c AS MATERIALIZED (SELECT rowid, embedding FROM {self.table}"
-                " WHERE scope = ? ORDER BY embedding <=> ?::vector LIMIT ?)"
-                " SELECT rowid, (-(embedding <#> ?::vector) - ?)"
-                " / (sqrt(greatest(1 + 2 * (embedding <#> ?::vector) + ?, 1e-9)) * ?) AS s"
-                " FROM c ORDER BY s DESC LIMIT ?",
+                f"WITH c AS MATERIALIZED (SELECT seq, embedding FROM {self.table}"
+                " WHERE scope = %s ORDER BY embedding <=> %s::vector LIMIT %s)"
+                " SELECT seq, (-(embedding <#> %s::vector) - %s)"
+                " / (sqrt(greatest(1 + 2 * (embedding <#> %s::vector) + %s, 1e-9)) * %s) AS s"
+                " FROM c ORDER BY s DESC LIMIT %s",
                 (
                     scope,
                     _literal(query),
@@ -257,15 +257,15 @@ class PgVectorIndex:
         reader = self._reader()
         hashes = dict(
             reader.execute(
-                f"SELECT rowid, text_hash FROM {rows} WHERE rowid = ANY(?) AND scope = ?{live}",
+                f"SELECT seq, text_hash FROM {rows} WHERE seq = ANY(%s) AND scope = %s{live}",
                 (list(rowids), scope),
             ).fetchall()
         )
         blobs = (
             dict(
                 reader.execute(
-                    "SELECT text_hash, vector FROM vectors WHERE model = ? AND layer = ?"
-                    " AND text_hash = ANY(?)",
+                    "SELECT text_hash, vector FROM vectors WHERE model = %s AND layer = %s"
+                    " AND text_hash = ANY(%s)",
                     (self.model, self.layer, list(set(hashes.values()))),
                 ).fetchall()
             )

@@ -1,15 +1,15 @@
-"""Store queries behind the Memory Hub page (``memory_tencentdb/hub``): counts for the pyramid
-and pages of memories and conversations. Every one is bounded (a page, or a GROUP BY over one
-scope's indexed rows), so the page stays usable at 100k memories; SQL stays in ``store/``."""
+"""PostgreSQL's queries behind the Memory Hub page (``memory_tencentdb/hub``): counts for the
+pyramid and pages of memories and conversations, a mixin of ``PostgresStore``. Every one is
+bounded (a page, or a GROUP BY over one scope's indexed rows), so the page stays usable at
+100k memories. (SQLite's are ``sqlite/hub.py``.)"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from memory_tencentdb.store.postgres.rows import L0_SELECT, L1_SELECT
 from memory_tencentdb.store.records import (
-    L0_SELECT,
-    L1_SELECT,
     L0Message,
     Memory,
     l0_from_row,
@@ -17,7 +17,7 @@ from memory_tencentdb.store.records import (
 )
 
 
-class HubQueries:
+class PgHub:
     """The browse section of ``MemoryStore`` (the Memory Hub page); needs ``reader()``."""
 
     reader: Callable[[], Any]
@@ -25,7 +25,7 @@ class HubQueries:
     def type_priority_counts(self, scope: str) -> list[tuple[str, int, int]]:
         """``(type, priority, count)`` of the scope's active memories (uses ``l1_scope_status``)."""
         cur = self.reader().execute(
-            "SELECT type, priority, count(*) FROM l1_memories WHERE scope = ? AND status = 'active'"
+            "SELECT type, priority, count(*) FROM l1_memories WHERE scope = %s AND status = 'active'"
             " GROUP BY type, priority",
             (scope,),
         )
@@ -42,24 +42,24 @@ class HubQueries:
         limit: int,
     ) -> list[Memory]:
         """Active memories of a scope, newest first, optionally of one type, scene or priority up."""
-        where = ["scope = ?", "status = 'active'"]
+        where = ["scope = %s", "status = 'active'"]
         params: list[Any] = [scope]
         if type_:
-            where.append("type = ?")
+            where.append("type = %s")
             params.append(type_)
         if scene:
-            where.append("scene_name = ?")
+            where.append("scene_name = %s")
             params.append(scene)
         if min_priority is not None:
-            where.append("priority >= ?")
+            where.append("priority >= %s")
             params.append(min_priority)
         if before_seq is not None:
-            where.append("rowid < ?")
+            where.append("seq < %s")
             params.append(before_seq)
         params.append(limit)
         cur = self.reader().execute(
             f"SELECT {L1_SELECT} FROM l1_memories WHERE {' AND '.join(where)}"
-            " ORDER BY rowid DESC LIMIT ?",
+            " ORDER BY seq DESC LIMIT %s",
             params,
         )
         return [memory_from_row(r) for r in cur.fetchall()]
@@ -71,13 +71,13 @@ class HubQueries:
         recently recorded first: ``{session_key, messages, first, last}``."""
         conn = self.reader()
         total = conn.execute(
-            "SELECT count(*) FROM (SELECT DISTINCT session_key FROM l0_messages WHERE scope = ?) s",
+            "SELECT count(*) FROM (SELECT DISTINCT session_key FROM l0_messages WHERE scope = %s) s",
             (scope,),
         ).fetchone()[0]
         cur = conn.execute(
-            "SELECT session_key, count(*), min(recorded_at), max(recorded_at), max(rowid)"
-            " FROM l0_messages WHERE scope = ? GROUP BY session_key"
-            " ORDER BY max(rowid) DESC LIMIT ? OFFSET ?",
+            "SELECT session_key, count(*), min(recorded_at), max(recorded_at), max(seq)"
+            " FROM l0_messages WHERE scope = %s GROUP BY session_key"
+            " ORDER BY max(seq) DESC LIMIT %s OFFSET %s",
             (scope, limit, offset),
         )
         rows = [
@@ -93,12 +93,12 @@ class HubQueries:
         params: list[Any] = [scope, session_key]
         extra = ""
         if after_seq is not None:
-            extra = " AND rowid > ?"
+            extra = " AND seq > %s"
             params.append(after_seq)
         params.append(limit)
         cur = self.reader().execute(
-            f"SELECT {L0_SELECT} FROM l0_messages WHERE scope = ? AND session_key = ?{extra}"
-            " ORDER BY rowid LIMIT ?",
+            f"SELECT {L0_SELECT} FROM l0_messages WHERE scope = %s AND session_key = %s{extra}"
+            " ORDER BY seq LIMIT %s",
             params,
         )
         return [l0_from_row(r) for r in cur.fetchall()]
@@ -109,11 +109,10 @@ class HubQueries:
         texts = list(dict.fromkeys(t for t in texts if t))[:200]
         if not texts:
             return []
-        marks = ",".join("?" * len(texts))
         cur = self.reader().execute(
-            f"SELECT {L1_SELECT} FROM l1_memories WHERE scope = ? AND status = 'active'"
-            f" AND content IN ({marks}) ORDER BY rowid DESC LIMIT ?",
-            [scope, *texts, limit],
+            f"SELECT {L1_SELECT} FROM l1_memories WHERE scope = %s AND status = 'active'"
+            " AND content = ANY(%s) ORDER BY seq DESC LIMIT %s",
+            (scope, texts, limit),
         )
         return [memory_from_row(r) for r in cur.fetchall()]
 
@@ -122,7 +121,7 @@ class HubQueries:
         row = (
             self.reader()
             .execute(
-                "SELECT count(*) FROM (SELECT DISTINCT session_key FROM l0_messages WHERE scope = ?) s",
+                "SELECT count(*) FROM (SELECT DISTINCT session_key FROM l0_messages WHERE scope = %s) s",
                 (scope,),
             )
             .fetchone()
@@ -135,9 +134,9 @@ class HubQueries:
         changes it, so counts cached under it are recomputed."""
         conn = self.reader()
         active = conn.execute(
-            "SELECT count(*) FROM l1_memories WHERE scope = ? AND status = 'active'", (scope,)
+            "SELECT count(*) FROM l1_memories WHERE scope = %s AND status = 'active'", (scope,)
         ).fetchone()[0]
         top = conn.execute(
-            "SELECT max(rowid) FROM l1_memories WHERE scope = ?", (scope,)
+            "SELECT max(seq) FROM l1_memories WHERE scope = %s", (scope,)
         ).fetchone()[0]
         return int(active or 0), int(top or 0)

@@ -39,27 +39,19 @@ def all_sets() -> dict[str, dict]:
     q = [(c["kind"], c["query"], [idx[g] for g in c["expected"]]) for c in b["cases"]]
     q += [("unrelated", u["query"], []) for u in b["unrelated"]]
     out["issue23"] = {"memories": [m["memory"] for m in b["memories"]], "queries": q}
-    # Session 11's blind set, measured once and a dev set since.
+    # Sessions 11-13's blind sets, each measured once and a dev set since.
     from bench.blind_issue23 import _cases
 
-    mems, cases = _cases(json.loads((FIX / "blind" / "recall_issue23_session11.json").read_text()))
-    sidx = {m["id"]: i for i, m in enumerate(mems)}
-    q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
-    out["s11"] = {"memories": [m["text"] for m in mems], "queries": q}
-    # Session 12's blind set, measured once and a dev set since.
-    mems, cases = _cases(json.loads((FIX / "blind" / "recall_issue23_session12.json").read_text()))
-    sidx = {m["id"]: i for i, m in enumerate(mems)}
-    q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
-    out["s12"] = {"memories": [m["text"] for m in mems], "queries": q}
-    # Session 13's two blind sets, each measured once and a dev set since.
-    mems, cases = _cases(json.loads((FIX / "blind" / "recall_issue23_session13.json").read_text()))
-    sidx = {m["id"]: i for i, m in enumerate(mems)}
-    q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
-    out["s13"] = {"memories": [m["text"] for m in mems], "queries": q}
-    mems, cases = _cases(json.loads((FIX / "blind" / "recall_issue23_session13b.json").read_text()))
-    sidx = {m["id"]: i for i, m in enumerate(mems)}
-    q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
-    out["s13b"] = {"memories": [m["text"] for m in mems], "queries": q}
+    for name, path in (
+        ("s11", "recall_issue23_session11.json"),
+        ("s12", "recall_issue23_session12.json"),
+        ("s13", "recall_issue23_session13.json"),
+        ("s13b", "recall_issue23_session13b.json"),
+    ):
+        mems, cases = _cases(json.loads((FIX / "blind" / path).read_text("utf-8")))
+        sidx = {m["id"]: i for i, m in enumerate(mems)}
+        q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
+        out[name] = {"memories": [m["text"] for m in mems], "queries": q}
     p = json.loads((FIX / "blind" / "paraphrase_pairs.json").read_text("utf-8"))
     mems = [x["memory"] for x in p["pairs"]] + [x["memory"] for x in p["distractors"]]
     q = [("paraphrase", x["query"], [i]) for i, x in enumerate(p["pairs"])]

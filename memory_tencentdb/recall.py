@@ -317,11 +317,7 @@ def relevant_hits(
 
     passing = [(r, s) for r, s in hits.ranked if r in standing or passes(r)]
     kept = passing[:window]
-    slotted = 0
-    if not about_world:
-        before = {r for r, _ in kept}
-        kept = _with_other_language(kept, passing[window:], hits, standing)
-        slotted = sum(1 for r, _ in kept if r not in before)
+    slotted = 0 if about_world else _with_other_language(kept, passing[window:], hits, standing)
     summary: dict[str, Any] = {"applied": True, "considered": len(hits.ranked), "passed": len(kept)}
     if slotted:
         summary["other_language_slots"] = slotted
@@ -359,13 +355,14 @@ def _with_other_language(
     rest: list[tuple[int, float]],
     hits: Any,
     standing: set[int],
-) -> list[tuple[int, float]]:
-    """``kept`` with its lowest same-language rows (never a standing instruction) replaced by
-    the best other-language rows of ``rest`` at z >= OTHER_LANGUAGE_Z, until the window holds
-    OTHER_LANGUAGE_SLOTS of them; the order stays that of the fused ranking."""
+) -> int:
+    """Replace, in place, ``kept``'s lowest same-language rows (never a standing instruction)
+    by the best other-language rows of ``rest`` at z >= OTHER_LANGUAGE_Z, until the window
+    holds OTHER_LANGUAGE_SLOTS of them; the order stays that of the fused ranking. Returns how
+    many rows came in."""
     other = hits.other_language
     if not other or not rest:
-        return kept
+        return 0
 
     def clear(rowid: int) -> bool:
         z = hits.evidence[rowid].relevance_best if rowid in hits.evidence else None
@@ -373,14 +370,15 @@ def _with_other_language(
 
     have = sum(1 for r, _ in kept if r in other)
     extra = [hit for hit in rest if clear(hit[0])][: max(0, OTHER_LANGUAGE_SLOTS - have)]
-    out = list(kept)
+    added = 0
     for hit in extra:
-        same = [i for i, (r, _) in enumerate(out) if r not in other and r not in standing]
+        same = [i for i, (r, _) in enumerate(kept) if r not in other and r not in standing]
         if not same:
             break
-        out.pop(same[-1])
-        out.append(hit)
-    return out
+        kept.pop(same[-1])
+        kept.append(hit)
+        added += 1
+    return added
 
 
 def stable_context(data_dir: Path, tool_names: dict[str, str] | None) -> str:

@@ -73,8 +73,9 @@ def _scope_candidates(
     standing = {r for r, row in rows.items() if row.type == "instruction"}
     kept, summary = recall_service.relevant_hits(hits, cfg.max_results, standing, clean)
     kept_ids = {r for r, _ in kept}
-    # Every candidate that passes on its own evidence (a window as long as the list): one that
-    # passed but is not kept lost its place to the window's size or to the other-language slots.
+    # Every candidate that passes on its own evidence (a window as long as the list, so it holds
+    # every kept row): one that is not kept lost its place to the window's size or to the
+    # other-language slots.
     passing_ids = {
         r for r, _ in recall_service.relevant_hits(hits, len(hits.ranked), standing, clean)[0]
     }
@@ -101,7 +102,7 @@ def _scope_candidates(
                 if measured
                 else "nothing is cut without measured relevance (keyword-only recall)"
             )
-        elif rowid in kept_ids or rowid in passing_ids:
+        elif rowid in passing_ids:
             verdict = "over_budget"
             why = (
                 f"passed the cut but left out: recall injects at most {cfg.max_results}"

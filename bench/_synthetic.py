@@ -325,7 +325,7 @@ def schema_fingerprint() -> str:
     """Hash of the schema a fresh store gets: a cache built on another schema is rebuilt."""
     import tempfile
 
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.sqlite.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp), UTC)
@@ -376,7 +376,8 @@ def dataset(name: str, n_l1: int, n_l0: int, log=print) -> Path:
 
 def _seed(data_dir: Path, n_l1: int, n_l0: int, base: dict[str, np.ndarray], log) -> None:
     from memory_tencentdb.store import files
-    from memory_tencentdb.store.db import L0Input, Store
+    from memory_tencentdb.store.records import L0Input
+    from memory_tencentdb.store.sqlite.store import Store
     from memory_tencentdb.text import tokenize
 
     tokenize.warm_up()
@@ -495,7 +496,7 @@ def materialise(src: Path, dest: Path, log=print) -> dict:
     store of that size has its cursors at the end; this sets them there (through the pipeline's
     own state module, on the current schema) so the gateway starts in that steady state.
     """
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.sqlite.store import Store
 
     t0 = time.perf_counter()
     shutil.copytree(src, dest)

@@ -992,7 +992,7 @@ def diagnose(data_dir: Path) -> dict:
     """
     from datetime import UTC
 
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.sqlite.store import Store
 
     store = Store(data_dir, UTC)
     out: dict = {}

@@ -101,7 +101,7 @@ def before_pg(store, layer: str, scope: str, terms: list[str], k: int) -> list[t
 
 
 def open_store(data_dir: Path, dsn: str | None):
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.sqlite.store import Store
 
     if dsn:
         from memory_tencentdb.store.postgres import PostgresStore
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     if pg and args.out == RESULTS / "keyword_search.json":
         args.out = RESULTS / "keyword_search_postgres.json"
 
-    from memory_tencentdb.store import db as store_db
+    from memory_tencentdb.store.sqlite import store as store_db
     from memory_tencentdb.text import tokenize
 
     tokenize.warm_up()

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from memory_tencentdb.operations import transfer
     from memory_tencentdb.operations.purge import purge
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.sqlite.store import Store
     from memory_tencentdb.text import tokenize
 
     tokenize.warm_up()

@@ -74,7 +74,8 @@ def _instrument() -> None:
     import inspect
 
     from memory_tencentdb import recall, retrieval, vectorizer
-    from memory_tencentdb.store import db, vector_index
+    from memory_tencentdb.store import vector_index
+    from memory_tencentdb.store.sqlite import store as db
     from memory_tencentdb.text import query_intent
 
     for mod in (recall, retrieval, query_intent):
@@ -104,7 +105,7 @@ def _language_from_contents() -> bool:
     file holds the recall decision, another change's), patched in for its figure: the
     candidates' content only (``Store.l1_contents``) instead of whole decoded rows."""
     from memory_tencentdb import retrieval
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.sqlite.store import Store
 
     if not hasattr(retrieval, "_other_language") or not hasattr(Store, "l1_contents"):
         return False

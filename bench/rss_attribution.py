@@ -90,7 +90,7 @@ def child_steps() -> None:
         pass
     from datetime import UTC
 
-    from memory_tencentdb.store.db import Store
+    from memory_tencentdb.store.sqlite.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="rss-steps-"))
     store = Store(tmp / "data", UTC)

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_tencentdb.store.db import L0Input, Store
+from memory_tencentdb.store.records import L0Input
 from memory_tencentdb.store.sqlite import store as store_db
+from memory_tencentdb.store.sqlite.store import Store
 from memory_tencentdb.store.vector_index import NumpyIndex, Vec0Index, vec0_table_name
 
 TURNS = [

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from memory_tencentdb.store.db import L0Input, Store
-from memory_tencentdb.store.records import KeywordHit, L0Message, Memory
+from memory_tencentdb.store.records import KeywordHit, L0Input, L0Message, Memory
+from memory_tencentdb.store.sqlite.store import Store
 from tests.support import postgres
 from tests.support.gateway import GatewayProcess
 

@@ -256,8 +256,8 @@ def test_half_applied_plan_is_replayed_not_re_extracted(start_gateway, tmp_path)
     """A crash between writing a chunk's first memory and its second: the saved plan is
     replayed on restart (same ids, no duplicate lines), and the chunk is not extracted again."""
     from memory_tencentdb.pipeline import state
-    from memory_tencentdb.store.db import L0Input, Store
-    from memory_tencentdb.store.records import memory_from_journal
+    from memory_tencentdb.store.records import L0Input, memory_from_journal
+    from memory_tencentdb.store.sqlite.store import Store
 
     data = tmp_path / "crashed"
     store = Store(data, UTC)

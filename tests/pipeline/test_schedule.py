@@ -9,7 +9,7 @@ import pytest
 
 from memory_tencentdb.config import Settings
 from memory_tencentdb.pipeline.scheduler import Pipeline
-from memory_tencentdb.store.db import Store
+from memory_tencentdb.store.sqlite.store import Store
 from memory_tencentdb.vectorizer import Vectorizer
 
 

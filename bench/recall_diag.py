@@ -71,7 +71,7 @@ def _per_model_z(eng, scope: str, hits, query: str) -> dict[str, dict[int, float
 
     rowids = [r for r, _ in hits.ranked]
     out = {}
-    for model, qvec in hits.query_vectors.items():
+    for model, qvec in hits.search_vectors.items():
         z = reference_z(
             eng.store, eng.vectorizer, "l1", scope, model, qvec, rowids, is_chinese(query)
         )
@@ -79,7 +79,9 @@ def _per_model_z(eng, scope: str, hits, query: str) -> dict[str, dict[int, float
     return out
 
 
-def collect(names: list[str] | None = None) -> None:
+def collect(names: list[str] | None = None, before_set=None) -> None:
+    """``before_set(name, engine)``, when given, runs before each set (e.g. to load weights
+    trained without that set)."""
     from memory_tencentdb import recall as recall_mod
     from memory_tencentdb import retrieval
     from memory_tencentdb.config import load_settings
@@ -108,6 +110,8 @@ def collect(names: list[str] | None = None) -> None:
         for name, s in all_sets().items():
             if names and name not in names:
                 continue
+            if before_set is not None:
+                before_set(name, eng)
             rows = [
                 eng.write_memory(content=t, type_="persona", session_key="k", scope=name)
                 for t in s["memories"]
@@ -122,7 +126,7 @@ def collect(names: list[str] | None = None) -> None:
                 kw, cover, vecs = seen["args"][:3]
                 cand = sorted({r for r, _ in kw} | {r for v in vecs for r, _ in v})
                 zall = {}
-                for model, qvec in hits.query_vectors.items():
+                for model, qvec in hits.search_vectors.items():
                     for zh in (True, False):
                         z = reference_z(
                             eng.store, eng.vectorizer, "l1", name, model, qvec, cand, zh

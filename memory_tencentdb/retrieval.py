@@ -28,6 +28,7 @@ from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.text.language import is_chinese
+from memory_tencentdb.text.query_adapter import adapt
 from memory_tencentdb.vectorizer import Vectorizer
 
 RRF_K = 60
@@ -69,6 +70,9 @@ RELEVANCE_WEIGHT = 0.005
 # on the dev conversation set (evidence R@10 / session R@5, hybrid): 0.955 / 1.000 -> 0.930 /
 # 1.000 with the speaker prefix, 0.965 / 1.000 -> 0.960 / 1.000 without (keyword 0.78 / 0.965).
 RELEVANCE_LAYERS = frozenset({"l1"})
+# Layers searched with the adapted query vector (text/query_adapter.py): the adapter learned
+# from (message, memory) pairs, and a conversation turn is another kind of text (unmeasured).
+ADAPTED_LAYERS = frozenset({"l1"})
 
 
 @dataclass
@@ -99,6 +103,9 @@ class Hits:
     evidence: dict[int, Evidence] = field(default_factory=dict)
     # The query's vector per model id (what the relevance gate's query-intent test reads).
     query_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    # The vector each model's index was searched with (adapted on ADAPTED_LAYERS): what the
+    # relevance z-scores measure.
+    search_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     # The ranked L1 rows written in the other language than the query (recall's quota for them).
     other_language: set[int] = field(default_factory=set)
 
@@ -126,17 +133,19 @@ def _vector_ranking(
     query: str,
     depth: int,
     session_key: str | None,
-) -> tuple[list[tuple[int, float]], np.ndarray | None]:
-    """One model's ranking and the query's vector in that model."""
+) -> tuple[list[tuple[int, float]], np.ndarray | None, np.ndarray | None]:
+    """One model's ranking, the query's vector in that model and the vector searched with
+    (the adapted one on ADAPTED_LAYERS)."""
     index = store.index(layer, emb.model_id)  # type: ignore[attr-defined]
     if index is None:
-        return [], None
+        return [], None, None
     qvec = vectorizer.embed_query_with(emb, query)
-    ranking = index.search(scope, qvec, depth * (4 if session_key else 1))
+    svec = adapt(emb.model_id, qvec) if layer in ADAPTED_LAYERS else qvec  # type: ignore[attr-defined]
+    ranking = index.search(scope, svec, depth * (4 if session_key else 1))
     if session_key and ranking:
         rows = store.l0_rows([r for r, _ in ranking]) if layer == "l0" else {}
         ranking = [(r, s) for r, s in ranking if r in rows and rows[r].session_key == session_key]
-    return ranking[:depth], qvec
+    return ranking[:depth], qvec, svec
 
 
 def reference_z(
@@ -157,7 +166,7 @@ def reference_z(
     other language than the memory measures low however well it matches. None when the index
     cannot score given rows or the model has no references."""
     index = store.index(layer, model)
-    refs = vectorizer.references.get(model)
+    refs = vectorizer.reference_vectors(model, adapted=layer in ADAPTED_LAYERS)
     if refs is None or not hasattr(index, "score_rows"):
         return None
     same = vectorizer.reference_chinese == chinese
@@ -356,14 +365,16 @@ def retrieve(
             for emb in vectorizer.embedders
         ]
         qvecs: dict[str, np.ndarray] = {}
+        svecs: dict[str, np.ndarray] = {}
         for model, future in futures:
             try:
-                ranking, qvec = future.result()
+                ranking, qvec, svec = future.result()
             except Exception as e:  # noqa: BLE001 - one failed side leaves the others
                 hits.errors.append(f"vector: {type(e).__name__}: {e}")
                 continue
-            if ranking and qvec is not None:
+            if ranking and qvec is not None and svec is not None:
                 qvecs[model] = qvec
+                svecs[model] = svec
                 rankings.append(ranking)
                 models.append(model)
                 hits.vector = True
@@ -374,6 +385,7 @@ def retrieve(
             hits.errors.append(f"keyword: {type(e).__name__}: {e}")
     hits.keyword = bool(keyword)
     hits.query_vectors = qvecs if use_vectors else {}
+    hits.search_vectors = svecs if use_vectors else {}
     if not rankings:
         # Keyword only: the scores are BM25-derived and a threshold is meaningful. With a tiny
         # corpus BM25's IDF is distorted, so when nothing passes but there are only a few hits,
@@ -406,7 +418,7 @@ def retrieve(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: rows not measured
         rel, rel_best, rel_mean = relevance(
-            store, vectorizer, layer, scope, qvecs, [r for r, _ in measured], is_chinese(query)
+            store, vectorizer, layer, scope, svecs, [r for r, _ in measured], is_chinese(query)
         )
     if rel:
         # The models' mean z-score, except for a memory in the other language, which only the

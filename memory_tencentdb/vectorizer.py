@@ -26,6 +26,7 @@ from memory_tencentdb.embedding import Embedder, EmbeddingError, load_embedders
 from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
 from memory_tencentdb.text.language import is_chinese
+from memory_tencentdb.text.query_adapter import adapt, has_adapter
 from memory_tencentdb.text.reference_queries import REFERENCE_QUERIES
 
 if TYPE_CHECKING:
@@ -101,6 +102,8 @@ class Vectorizer:
         # order of REFERENCE_QUERIES; ``reference_chinese`` says which of them are Chinese.
         self.references: dict[str, np.ndarray] = {}
         self.reference_chinese = np.array([is_chinese(q) for q in REFERENCE_QUERIES])
+        # The same, moved by each model's query adapter (text/query_adapter.py), if it has one.
+        self.adapted_references: dict[str, np.ndarray] = {}
         # False from a notify() until a full pass finds nothing left to embed.
         self.idle = False
         self._idle_lock = threading.Lock()
@@ -263,6 +266,10 @@ class Vectorizer:
             for model_id, future in refs.items():
                 try:
                     self.references[model_id] = np.asarray(future.result(), dtype=np.float32)
+                    if has_adapter(model_id):
+                        self.adapted_references[model_id] = adapt(
+                            model_id, self.references[model_id]
+                        )
                 except Exception as e:  # noqa: BLE001 - without them recall cuts nothing, and says so
                     log.warning("%s: reference queries not embedded (%s)", model_id, e)
         self.warnings = warnings
@@ -526,6 +533,13 @@ class Vectorizer:
             log.warning("embedding a new memory failed, will retry in background: %s", e)
             self.notify()
             return False
+
+    def reference_vectors(self, model_id: str, adapted: bool = False) -> np.ndarray | None:
+        """The reference questions' vectors in a model, moved by its query adapter when
+        ``adapted`` (what a query searched with the adapted vector is measured against)."""
+        if adapted and model_id in self.adapted_references:
+            return self.adapted_references[model_id]
+        return self.references.get(model_id)
 
     def embed_query_with(self, emb: Any, text: str) -> np.ndarray:
         """A query vector from one model; failures are logged (once a minute) and kept for

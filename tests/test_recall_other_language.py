@@ -18,10 +18,13 @@ from tests.support.gateway import GatewayProcess
 SET = Path(__file__).parent / "fixtures" / "blind" / "recall_issue23_session13.json"
 SCOPE = "other-language"
 
-# Each message's memory is in the other language and ranked 8th-10th by fusion: before the
-# slots, five same-language memories that pass the floor filled the window ahead of it.
+# Each message's memory is in the other language and ranked below five same-language memories
+# that pass the floor: the slots bring it in (the first one by a slot, the second with a slot
+# given to another memory). Since session 14 the query adapter (text/query_adapter.py, trained
+# on this set among the dev sets) ranks session 13's first example ("我老公在哪儿上班？") first,
+# so it no longer needs a slot; these two still do.
 RECOVERED = {
-    "我老公在哪儿上班？": "The user's husband, Marco Rossi, is an aircraft maintenance engineer",
+    "周五晚上全家出去吃饭，Marco能来不？": "Marco works night shifts from Thursday to Sunday",
     "Can Hannah book a client callback for me on Thursday at 9am?": "用户每周二和周四上午做手术",
 }
 

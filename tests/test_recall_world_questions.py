@@ -149,7 +149,14 @@ def gate_set(shared_gateway: GatewayProcess) -> dict:
 # injected something (46 memories in all) and 30 of the 45 related messages got their memory;
 # after it 3 (3 memories). Issue 23's decision (recall.relevant_hits): 1-2 world questions inject,
 # each a how-to sharing a word with up to k = 5 memories (being generous is the point: k is
-# small), and 32-34 of 45 related messages get their memory. Floors hold that level.
+# small), and 32-34 of 45 related messages get their memory. Session 14's query adapter
+# (text/query_adapter.py) brings the related messages to RELATED_WITH_ADAPTER here; this set
+# is among its training data, but out of set too (the adapter trained without it,
+# bench/recall_diag.py) 43 of 45 reach their memory in process, against 37 without it. The
+# world questions stay where they were. Floors hold that level.
+RELATED_WITH_ADAPTER = 40
+
+
 @pytest.mark.slow
 def test_dev_gate_set_world_questions_inject_less(gate_set):
     assert gate_set["world"] <= 3, gate_set["world"]
@@ -158,4 +165,4 @@ def test_dev_gate_set_world_questions_inject_less(gate_set):
 
 @pytest.mark.slow
 def test_dev_gate_set_related_messages_keep_their_memory(gate_set):
-    assert gate_set["related"] >= 32, gate_set["related"]
+    assert gate_set["related"] >= RELATED_WITH_ADAPTER, gate_set["related"]

@@ -39,7 +39,8 @@ def all_sets() -> dict[str, dict]:
     q = [(c["kind"], c["query"], [idx[g] for g in c["expected"]]) for c in b["cases"]]
     q += [("unrelated", u["query"], []) for u in b["unrelated"]]
     out["issue23"] = {"memories": [m["memory"] for m in b["memories"]], "queries": q}
-    # Sessions 11-13's blind sets, each measured once and a dev set since.
+    # Sessions 11-14's blind sets, each measured (session 14's with and without the query
+    # adapter) and a dev set since.
     from bench.blind_issue23 import _cases
 
     for name, path in (
@@ -47,6 +48,8 @@ def all_sets() -> dict[str, dict]:
         ("s12", "recall_issue23_session12.json"),
         ("s13", "recall_issue23_session13.json"),
         ("s13b", "recall_issue23_session13b.json"),
+        ("s14", "recall_issue23_session14.json"),
+        ("s14b", "recall_issue23_session14b.json"),
     ):
         mems, cases = _cases(json.loads((FIX / "blind" / path).read_text("utf-8")))
         sidx = {m["id"]: i for i, m in enumerate(mems)}

@@ -18,14 +18,16 @@ from tests.support.gateway import GatewayProcess
 SET = Path(__file__).parent / "fixtures" / "blind" / "recall_issue23_session13.json"
 SCOPE = "other-language"
 
-# Each message's memory is in the other language and ranked below five same-language memories
-# that pass the floor: the slots bring it in (the first one by a slot, the second with a slot
-# given to another memory). Since session 14 the query adapter (text/query_adapter.py, trained
-# on this set among the dev sets) ranks session 13's first example ("我老公在哪儿上班？") first,
-# so it no longer needs a slot; these two still do.
+# Messages whose memory is in the other language and for which the slots fire. Which messages
+# need a slot depends on the query adapter shipped (text/query_adapter.py, trained on this set
+# among the dev sets, session 14): since it, session 13's examples ("我老公在哪儿上班？", "周五晚上
+# 全家出去吃饭，Marco能来不？") rank their memory high enough or not at all; these two get theirs
+# with a slot given to another other-language memory.
 RECOVERED = {
-    "周五晚上全家出去吃饭，Marco能来不？": "Marco works night shifts from Thursday to Sunday",
     "Can Hannah book a client callback for me on Thursday at 9am?": "用户每周二和周四上午做手术",
+    "A friend invited me to a Wednesday-night trivia league at 7. Can I commit to it?": (
+        "用户每周三晚上七点到九点在社区中心上陶艺拉坯课"
+    ),
 }
 
 
@@ -67,8 +69,9 @@ def test_the_hub_says_why_a_passing_memory_gave_its_slot_away(profile: GatewayPr
     candidates = r.json()["scopes"][0]["candidates"]
     injected = [x for x in candidates if x["verdict"] == "injected"]
     assert any(x["content"].startswith(RECOVERED[query]) for x in injected)
-    # A same-language memory ranked above it passed the cut and was left out for the slot.
-    gold_rank = next(x["rank"] for x in injected if x["content"].startswith(RECOVERED[query]))
-    displaced = [x for x in candidates if x["rank"] < gold_rank and x["verdict"] == "over_budget"]
-    assert displaced, [(x["rank"], x["verdict"]) for x in candidates[:gold_rank]]
+    # A same-language memory ranked above an injected one passed the cut and was left out for
+    # the slot.
+    lowest = max(x["rank"] for x in injected)
+    displaced = [x for x in candidates if x["rank"] < lowest and x["verdict"] == "over_budget"]
+    assert displaced, [(x["rank"], x["verdict"]) for x in candidates[:lowest]]
     assert all("other language" in x["why"] for x in displaced)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -34,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 WEIGHTS = ROOT / "memory_tencentdb" / "text" / "query_adapter_weights.py"
+# Sets written by helpers only to train the adapter (one user each, messages labelled with the
+# memories they bear on), beside the dev sets; no constant or threshold was fitted on them.
+TRAIN_ONLY = ROOT / "tests" / "fixtures" / "dev" / "adapter_train"
 RANK = 32
 PENALTY = 0.01
 TAU = 0.05
@@ -55,6 +59,23 @@ def dev_sets() -> dict[str, Set]:
     from bench.recall_diag import all_sets
 
     return all_sets()
+
+
+def training_sets() -> dict[str, Set]:
+    """The dev sets and the sets written only to train this adapter (TRAIN_ONLY)."""
+    from bench.blind_issue23 import _cases
+
+    out = dev_sets()
+    for path in sorted(TRAIN_ONLY.glob("*.json")):
+        memories, cases = _cases(json.loads(path.read_text("utf-8")))
+        index = {m["id"]: i for i, m in enumerate(memories)}
+        out[path.stem] = {
+            "memories": [m["text"] for m in memories],
+            "queries": [
+                (c["kind"], c["query"], [index[g] for g in c["gold"] if g in index]) for c in cases
+            ],
+        }
+    return out
 
 
 def embed_sets(sets: dict[str, Set]) -> tuple[list[object], dict[str, dict[str, np.ndarray]]]:
@@ -189,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--without", help="train without this dev set (for a held-out check)")
     ap.add_argument("--out", type=Path, default=WEIGHTS)
     args = ap.parse_args(argv)
-    sets = dev_sets()
+    sets = training_sets()
     embedders, vecs = embed_sets(sets)
     models = [e.model_id for e in embedders]  # type: ignore[attr-defined]
     if args.loso:

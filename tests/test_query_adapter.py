@@ -40,9 +40,9 @@ def test_a_model_without_weights_or_of_another_size_is_left_as_it_is():
 def test_the_shipped_weights_name_the_dev_sets_they_were_trained_on():
     """A dev set added or changed without retraining shows here (scripts/
     train_query_adapter.py --check retrains and compares the weights themselves)."""
-    from bench.recall_diag import all_sets
+    from scripts.train_query_adapter import training_sets
 
-    sets = all_sets()
+    sets = training_sets()
     labelled = sum(1 for s in sets.values() for _, _, gold in s["queries"] if gold)
     header = re.search(r"\((\d+) sets, (\d+) labelled messages\)", query_adapter_weights.__doc__)
     assert header, query_adapter_weights.__doc__

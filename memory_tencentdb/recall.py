@@ -289,7 +289,9 @@ def _relevant_in(
 # set (bench/recall_diag.py with the query adapter trained without the set measured, 15 sets):
 # unrelated messages injecting 43 -> 32 of 536 (session 14's two measured blind sets, which the
 # classifier never saw: 7 -> 5 and 11 -> 5 of 60), one cross-language message of 336 lost, the
-# other kinds unchanged.
+# other kinds unchanged. The price: a bare topic typed as a message ("火锅", "银行卡密码") reads
+# to the classifier as a question about the world (log-odds 1.1-1.2) and now gets no memory
+# (the search tools still find it); a message about it ("我的银行卡密码提示是什么？", -0.5) does.
 WORLD_MAX = 0.4
 FLOOR_Z = 1.5
 COVERAGE_PASS = 0.6

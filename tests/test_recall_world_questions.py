@@ -166,36 +166,3 @@ def test_dev_gate_set_world_questions_inject_less(gate_set):
 @pytest.mark.slow
 def test_dev_gate_set_related_messages_keep_their_memory(gate_set):
     assert gate_set["related"] >= RELATED_WITH_ADAPTER, gate_set["related"]
-
-
-# Session 14: a question about the world that asks for a fact gets no memory, even one naming
-# what it names (its answer is the same whoever asks); a how-to still gets the memory naming the
-# user's setup, which its answer may depend on.
-NAMED = [
-    "The user's favourite historian is Sima Qian; he rereads the Records of the Grand Historian.",
-    "用户的猫叫开普勒，是一只三岁的英短。",
-    "The team's CI runs on GitHub Actions with self-hosted runners behind the company proxy.",
-]
-NAMED_FACTS = ["Who was Sima Qian?", "开普勒三大定律分别是什么？"]
-NAMED_HOWTO = ("How do I set up caching on self-hosted GitHub Actions runners?", NAMED[2])
-
-
-@pytest.fixture(scope="module")
-def named(shared_gateway: GatewayProcess) -> tuple[GatewayProcess, str]:
-    _store(shared_gateway, "world-named", NAMED)
-    return shared_gateway, "world-named"
-
-
-@pytest.mark.parametrize("query", NAMED_FACTS)
-def test_a_fact_question_naming_a_stored_thing_injects_nothing(named, query):
-    gw, scope = named
-    body = _recall(gw, scope, query)
-    assert body["relevance"]["world_question"] > recall.WORLD_MAX
-    assert body["memories"] == [], [m["content"] for m in body["memories"]]
-
-
-def test_a_how_to_naming_the_users_setup_gets_it(named):
-    gw, scope = named
-    query, memory = NAMED_HOWTO
-    body = _recall(gw, scope, query)
-    assert memory in [m["content"] for m in body["memories"]], body["relevance"]

@@ -46,23 +46,16 @@ def _why_pass(e: Any, standing: bool, about_world: bool) -> str:
     return f"stands out from its background: relevance {_f(z)} at least {_bar('FLOOR_Z', 2.0)}"
 
 
-def _why_cut(e: Any, about_world: bool, world: float | None, how_to: float | None) -> str:
+def _why_cut(e: Any, about_world: bool, world: float | None) -> str:
     coverage = _bar("COVERAGE_PASS", 0.6)
     z = None if e is None else e.relevance_best
     cov = e.coverage if e is not None else 0.0
-    if about_world and (how_to is None or how_to <= 0):
-        return (
-            f"cut: a question about the world (log-odds {_f(world)} over"
-            f" {_bar('WORLD_MAX', 0.6)}) asking for a fact: its answer is the same whoever"
-            " asks, so it gets no memory"
-        )
     if about_world:
         return (
             f"cut: a question about the world (log-odds {_f(world)} over"
-            f" {_bar('WORLD_MAX', 0.6)}) asking how to do something gets only memories that"
-            " name what it names; this one"
-            f" holds {cov:.0%} of its rare words (needs {coverage:.0%}, or a shared word with"
-            f" relevance {_bar('WORLD_FLOOR_Z', 4.0)}; it has {_f(z)})"
+            f" {_bar('WORLD_MAX', 0.6)}) gets only memories that name what it names; this one"
+            f" holds {cov:.0%} of its rare words (needs {coverage:.0%}, or a how-to sharing a"
+            f" word with relevance {_bar('WORLD_FLOOR_Z', 4.0)}; it has {_f(z)})"
         )
     return (
         f"cut: relevance {_f(z)} under {_bar('FLOOR_Z', 2.0)} and {cov:.0%} of the query's"
@@ -119,7 +112,7 @@ def _scope_candidates(
             )
         else:
             verdict = "cut"
-            why = _why_cut(e, about_world, world, summary.get("how_to"))
+            why = _why_cut(e, about_world, world)
         out.append(
             {
                 "rank": rank,

@@ -26,6 +26,17 @@ OUT = ROOT / "bench" / "out" / "recall_diag.json"
 DEPTH = 120
 
 
+def labelled_set(path: Path) -> dict:
+    """A set file in the blind sets' layout (memories, cases with expected ids) as
+    {memories: [text], queries: [(kind, text, [gold indexes])]}."""
+    from bench.blind_issue23 import _cases
+
+    mems, cases = _cases(json.loads(path.read_text("utf-8")))
+    sidx = {m["id"]: i for i, m in enumerate(mems)}
+    q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
+    return {"memories": [m["text"] for m in mems], "queries": q}
+
+
 def all_sets() -> dict[str, dict]:
     """name -> {memories: [text], queries: [(kind, text, [gold indexes])]}."""
     out = {}
@@ -41,8 +52,6 @@ def all_sets() -> dict[str, dict]:
     out["issue23"] = {"memories": [m["memory"] for m in b["memories"]], "queries": q}
     # Sessions 11-14's blind sets, each measured (session 14's with and without the query
     # adapter) and a dev set since.
-    from bench.blind_issue23 import _cases
-
     for name, path in (
         ("s11", "recall_issue23_session11.json"),
         ("s12", "recall_issue23_session12.json"),
@@ -51,10 +60,7 @@ def all_sets() -> dict[str, dict]:
         ("s14", "recall_issue23_session14.json"),
         ("s14b", "recall_issue23_session14b.json"),
     ):
-        mems, cases = _cases(json.loads((FIX / "blind" / path).read_text("utf-8")))
-        sidx = {m["id"]: i for i, m in enumerate(mems)}
-        q = [(c["kind"], c["query"], [sidx[g] for g in c["gold"] if g in sidx]) for c in cases]
-        out[name] = {"memories": [m["text"] for m in mems], "queries": q}
+        out[name] = labelled_set(FIX / "blind" / path)
     p = json.loads((FIX / "blind" / "paraphrase_pairs.json").read_text("utf-8"))
     mems = [x["memory"] for x in p["pairs"]] + [x["memory"] for x in p["distractors"]]
     q = [("paraphrase", x["query"], [i]) for i, x in enumerate(p["pairs"])]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -71,18 +70,11 @@ def dev_sets() -> dict[str, Set]:
 
 def training_sets() -> dict[str, Set]:
     """The dev sets and the sets written only to train this adapter (TRAIN_ONLY)."""
-    from bench.blind_issue23 import _cases
+    from bench.recall_diag import labelled_set
 
     out = dev_sets()
     for path in sorted(TRAIN_ONLY.glob("*.json")):
-        memories, cases = _cases(json.loads(path.read_text("utf-8")))
-        index = {m["id"]: i for i, m in enumerate(memories)}
-        out[path.stem] = {
-            "memories": [m["text"] for m in memories],
-            "queries": [
-                (c["kind"], c["query"], [index[g] for g in c["gold"] if g in index]) for c in cases
-            ],
-        }
+        out[path.stem] = labelled_set(path)
     return out
 
 
@@ -144,8 +136,9 @@ def top5(s: Set, vecs: dict[str, np.ndarray], model: str, uv=None) -> Counter:
     """Per kind, the messages whose memory is in the model's own top 5 (adapted with ``uv``)."""
     memories, messages = vecs["M|" + model], vecs["Q|" + model]
     if uv is not None:
-        moved = messages + (messages @ uv[1]) @ uv[0].T
-        messages = moved / np.linalg.norm(moved, axis=1, keepdims=True)
+        from memory_tencentdb.text.query_adapter import move
+
+        messages = move(messages, *uv)
     order = np.argsort(-(messages @ memories.T), axis=1)[:, :5]
     found: Counter = Counter()
     for i, (kind, _, gold) in enumerate(s["queries"]):

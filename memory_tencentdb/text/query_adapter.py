@@ -52,7 +52,10 @@ def adapt(model_id: str, vectors: np.ndarray) -> np.ndarray:
     w = _weights().get(model_id)
     if w is None or vectors.shape[-1] != w[0].shape[0]:
         return vectors
-    u, v = w
+    return move(vectors, *w).astype(np.float32)
+
+
+def move(vectors: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``normalise(q + U (Vᵀ q))`` for each vector (the training script's too)."""
     moved = vectors + (vectors @ v) @ u.T
-    norm = np.linalg.norm(moved, axis=-1, keepdims=True)
-    return (moved / np.maximum(norm, 1e-12)).astype(np.float32)
+    return moved / np.maximum(np.linalg.norm(moved, axis=-1, keepdims=True), 1e-12)

@@ -166,3 +166,49 @@ def test_dev_gate_set_world_questions_inject_less(gate_set):
 @pytest.mark.slow
 def test_dev_gate_set_related_messages_keep_their_memory(gate_set):
     assert gate_set["related"] >= RELATED_WITH_ADAPTER, gate_set["related"]
+
+
+# Memories that name a thing of the world, and fact questions about that thing holding most but
+# not all of their rare words (60-75% here; recall.coverage_needed: a fact question about the
+# world passes on words alone only with a memory holding every one of them; before, 60% did).
+NAMED = [
+    "The user's favourite typeface is Inter Display; every slide deck they make uses it.",
+    "The user has a framed print of Hokusai's The Great Wave in the hallway.",
+    "用户写稿时喜欢听巴赫的《哥德堡变奏曲》，尤其是古尔德的录音。",
+    "用户最爱的电影是《卧虎藏龙》，看过不下十遍。",
+    "用户每年春天都去无锡鼋头渚看樱花。",
+]
+NAMED_WORLD = [
+    "Who designed the Inter Display typeface?",
+    "When did Hokusai make The Great Wave?",
+    "巴赫创作《哥德堡变奏曲》的背景是什么？",
+    "古尔德录的《哥德堡变奏曲》有几个版本？",
+]
+NAMED_PERSONAL = {
+    "Which font should I use for my next deck?": NAMED[0],
+    "What hangs in my hallway?": NAMED[1],
+    "写稿的时候我一般听什么音乐？": NAMED[2],
+    "我最爱的电影是哪部？": NAMED[3],
+    "春天我一般去哪儿看花？": NAMED[4],
+}
+
+
+@pytest.fixture(scope="module")
+def named(shared_gateway: GatewayProcess) -> tuple[GatewayProcess, str]:
+    _store(shared_gateway, "world-named", NAMED)
+    return shared_gateway, "world-named"
+
+
+@pytest.mark.parametrize("query", NAMED_WORLD)
+def test_fact_question_about_a_thing_a_memory_names_injects_nothing(named, query):
+    gw, scope = named
+    body = _recall(gw, scope, query)
+    assert body["relevance"]["world_question"] > recall.WORLD_MAX, body["relevance"]
+    assert body["memories"] == [], [m["content"] for m in body["memories"]]
+
+
+@pytest.mark.parametrize("query", sorted(NAMED_PERSONAL))
+def test_the_same_thing_asked_about_the_user_brings_the_memory(named, query):
+    gw, scope = named
+    contents = [m["content"] for m in _recall(gw, scope, query)["memories"]]
+    assert NAMED_PERSONAL[query] in contents, contents

@@ -31,8 +31,7 @@ def _f(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def _why_pass(e: Any, standing: bool, about_world: bool) -> str:
-    coverage = _bar("COVERAGE_PASS", 0.6)
+def _why_pass(e: Any, standing: bool, about_world: bool, coverage: float) -> str:
     if standing:
         return "a standing instruction of the user: never cut"
     if e is not None and e.coverage >= coverage:
@@ -46,8 +45,7 @@ def _why_pass(e: Any, standing: bool, about_world: bool) -> str:
     return f"stands out from its background: relevance {_f(z)} at least {_bar('FLOOR_Z', 2.0)}"
 
 
-def _why_cut(e: Any, about_world: bool, world: float | None) -> str:
-    coverage = _bar("COVERAGE_PASS", 0.6)
+def _why_cut(e: Any, about_world: bool, world: float | None, coverage: float) -> str:
     z = None if e is None else e.relevance_best
     cov = e.coverage if e is not None else 0.0
     if about_world:
@@ -82,6 +80,7 @@ def _scope_candidates(
     measured = summary.get("applied", False)
     world = summary.get("world_question")
     about_world = world is not None and world > _bar("WORLD_MAX", 0.6)
+    coverage = recall_service.coverage_needed(about_world, summary.get("how_to"))
     out = []
     for rank, (rowid, score) in enumerate(hits.ranked[:SHOWN], 1):
         row = rows.get(rowid)
@@ -98,7 +97,7 @@ def _scope_candidates(
         elif row.id in injected:
             verdict = "injected"
             why = "injected: " + (
-                _why_pass(e, rowid in standing, about_world)
+                _why_pass(e, rowid in standing, about_world, coverage)
                 if measured
                 else "nothing is cut without measured relevance (keyword-only recall)"
             )
@@ -112,7 +111,7 @@ def _scope_candidates(
             )
         else:
             verdict = "cut"
-            why = _why_cut(e, about_world, world)
+            why = _why_cut(e, about_world, world, coverage)
         out.append(
             {
                 "rank": rank,
@@ -177,6 +176,7 @@ def explain_recall(
             "world_max": _bar("WORLD_MAX", 0.6),
             "world_floor_z": _bar("WORLD_FLOOR_Z", 4.0),
             "coverage": _bar("COVERAGE_PASS", 0.6),
+            "coverage_world_fact": _bar("ALL_WORDS", 0.999),
             "max_results": engine.settings.memory.recall.max_results,
         },
         "scopes": scopes,

@@ -300,7 +300,7 @@ async function runRecall(ev) {
     h("div", { class: "columns" },
       zone("Per turn: prepend_context (before the user's message)", "recall-prepend", a.prepend_context, r.tokens.prepend_context, r.chars.prepend_context),
       zone("Stable: append_system_context (system prompt)", "recall-system", a.append_system_context, r.tokens.append_system_context, r.chars.append_system_context)),
-    h("p", { class: "mut" }, `tokenizer ${r.tokens.tokenizer}; thresholds: relevance ${r.thresholds.floor_z} (world questions: log-odds over ${r.thresholds.world_max}, then ${r.thresholds.world_floor_z} and a shared word), rare-word coverage ${r.thresholds.coverage * 100}%, at most ${r.thresholds.max_results}`),
+    h("p", { class: "mut" }, `tokenizer ${r.tokens.tokenizer}; thresholds: relevance ${r.thresholds.floor_z} (world questions: log-odds over ${r.thresholds.world_max}, then ${r.thresholds.world_floor_z} and a shared word), rare-word coverage ${r.thresholds.coverage * 100}% (a fact question about the world: all of them), at most ${r.thresholds.max_results}`),
     r.scopes.map((sc) => h("div", {}, h("h4", {}, `Candidates in ${sc.scope}: ${sc.considered} considered${sc.world_question != null ? ` · world question ${sc.world_question}` : ""}`),
       h("div", { class: "candidates" }, sc.candidates.map((c) => h("div", { class: "cand", "data-verdict": c.verdict, "data-id": c.id },
         h("span", { class: `tag ${c.verdict}` }, c.verdict.replace("_", " ")), " ", h("span", {}, c.content),

@@ -97,7 +97,7 @@ def collect(names: list[str] | None = None, before_set=None) -> None:
     """``before_set(name, engine)``, when given, runs before each set (e.g. to load weights
     trained without that set)."""
     from memory_tencentdb import recall as recall_mod
-    from memory_tencentdb import retrieval
+    from memory_tencentdb import recall_order, retrieval
     from memory_tencentdb.config import load_settings
     from memory_tencentdb.engine import Engine
     from memory_tencentdb.retrieval import reference_z, retrieve
@@ -151,6 +151,10 @@ def collect(names: list[str] | None = None, before_set=None) -> None:
                 # What the gateway injects now (the current decision, k = max_results).
                 zm = _per_model_z(eng, name, hits, text)
                 got = recall_mod._relevant_in(eng.store, eng.vectorizer, cfg, name, text)[0]
+                # Recall's own candidates (k = 20 of 60 per side, not DEPTH), their features for
+                # the candidate order (recall_order.py) and which of them pass the decision.
+                cand = recall_mod.candidates(eng.store, eng.vectorizer, cfg, name, text)
+                passing = recall_mod.relevant_hits(cand, len(cand.ranked), set(), text)[0]
                 qs.append(
                     {
                         "kind": kind,
@@ -165,6 +169,12 @@ def collect(names: list[str] | None = None, before_set=None) -> None:
                         "zall": zall,
                         "qzh": is_chinese(text),
                         "howto": howto_logit(hits.query_vectors),
+                        "candidates": {
+                            "rows": [r for r, _ in cand.ranked],
+                            "x": recall_order.feature_matrix(cand).tolist(),
+                            "passing": [r for r, _ in passing],
+                            "applies": recall_order.applies(cand),
+                        },
                         "ranked": [
                             {
                                 "row": r,

@@ -23,6 +23,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from memory_tencentdb import recall_order
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.pipeline.rules import has_cjk
 from memory_tencentdb.retrieval import newer_first, retrieve
@@ -217,8 +218,10 @@ def _relevant_in(
     return relevant, rows, strategy, summary
 
 
-# The relevance decision, in two sentences: a message gets the best max_results candidates
-# (k = 5) of the fused ranking that stand out from their own background, a z-score of at least
+# The relevance decision, in two sentences: a message gets the first max_results candidates
+# (k = 5), in the order of the learned candidate scorer (recall_order.py; session 16, it
+# replaced the fused order and the two other-language slots), among those that stand out from
+# their own background, a z-score of at least
 # FLOOR_Z against the reference questions in the message's language in the better of the two
 # models, or that hold most of its rare words (coverage >=
 # COVERAGE_PASS). A message the query-intent classifier judges to be about the world
@@ -345,12 +348,9 @@ def relevant_hits(
             return z >= FLOOR_Z
         return e.coverage > 0 and how_to is not None and how_to > 0 and z >= WORLD_FLOOR_Z
 
-    passing = [(r, s) for r, s in hits.ranked if r in standing or passes(r)]
+    passing = [(r, s) for r, s in recall_order.order(hits) if r in standing or passes(r)]
     kept = passing[:window]
-    slotted = 0 if about_world else _with_other_language(kept, passing[window:], hits, standing)
     summary: dict[str, Any] = {"applied": True, "considered": len(hits.ranked), "passed": len(kept)}
-    if slotted:
-        summary["other_language_slots"] = slotted
     if world is not None:
         # The query-intent classifiers' verdicts (log-odds): about the world (> WORLD_MAX: only
         # memories naming what it names) and, for such a question, a how-to (> 0).
@@ -362,53 +362,6 @@ def relevant_hits(
     if not kept:
         summary["note"] = "nothing stored is related to this query"
     return kept, summary
-
-
-# The fused ranking holds a memory in the other language than the message below the same-
-# language ones it should beat: only the cross-language model can measure it (the other
-# model's vote and the keyword side are missing), so it needs a clearer lead to rank as high.
-# Rather than reweight the whole ranking (lowering retrieval.CROSS_Z_DISCOUNT moves the dev
-# sets' cross-language pairs up and their same-language inference pairs down by as many),
-# up to OTHER_LANGUAGE_SLOTS of the window go to the best other-language memories that stand
-# out clearly, at a z of OTHER_LANGUAGE_Z in the cross-language model (twice the floor), in
-# place of the lowest-ranked same-language ones. Measured on every dev set (bench/
-# recall_diag.py, replayed offline; session 13, with sessions 11-13's blind sets among them):
-# cross-language 149 -> 161 of 197 found, inference 176 -> 174 of 218, unrelated unchanged
-# (the slots only displace; they never fill an empty window); one slot at z 3.0: 153 / 176;
-# two at 2.5: 162 / 174 with 2 more paraphrases lost; at 3.5: 156 / 173.
-OTHER_LANGUAGE_SLOTS = 2
-OTHER_LANGUAGE_Z = 3.0
-
-
-def _with_other_language(
-    kept: list[tuple[int, float]],
-    rest: list[tuple[int, float]],
-    hits: Any,
-    standing: set[int],
-) -> int:
-    """Replace, in place, ``kept``'s lowest same-language rows (never a standing instruction)
-    by the best other-language rows of ``rest`` at z >= OTHER_LANGUAGE_Z, until the window
-    holds OTHER_LANGUAGE_SLOTS of them; the order stays that of the fused ranking. Returns how
-    many rows came in."""
-    other = hits.other_language
-    if not other or not rest:
-        return 0
-
-    def clear(rowid: int) -> bool:
-        z = hits.evidence[rowid].relevance_best if rowid in hits.evidence else None
-        return rowid in other and z is not None and z >= OTHER_LANGUAGE_Z
-
-    have = sum(1 for r, _ in kept if r in other)
-    extra = [hit for hit in rest if clear(hit[0])][: max(0, OTHER_LANGUAGE_SLOTS - have)]
-    added = 0
-    for hit in extra:
-        same = [i for i, (r, _) in enumerate(kept) if r not in other and r not in standing]
-        if not same:
-            break
-        kept.pop(same[-1])
-        kept.append(hit)
-        added += 1
-    return added
 
 
 def stable_context(data_dir: Path, tool_names: dict[str, str] | None) -> str:

@@ -90,6 +90,13 @@ class Evidence:
     # when no model ranked it): the relevance gate asks that what opens it be near the top of
     # a model's own list, not only well placed after fusion.
     model_rank: int | None = None
+    # Per model id: its z-score (``reference_z``) and the row's place in its own ranking (what
+    # recall's candidate order reads, recall_order.py); the row's place among the keyword hits.
+    z_by_model: dict[str, float] = field(default_factory=dict)
+    rank_by_model: dict[str, int] = field(default_factory=dict)
+    keyword_rank: int | None = None
+    # Written in the other language than the query.
+    other_language: bool = False
 
 
 @dataclass
@@ -185,30 +192,32 @@ def relevance(
     qvecs: dict[str, np.ndarray],
     rowids: list[int],
     chinese: bool = False,
-) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+) -> tuple[dict[int, float], dict[int, float], dict[int, float], dict[str, dict[int, float]]]:
     """Per row, each model's ``reference_z``: the smaller over the models (both agree), the
     larger (the best model's view: a model trained on one language puts a Chinese memory far
     from every English text, so its z-score is near 0 for an English question the memory
-    answers, while the multilingual model sees the match) and their mean. Only indexes that can
-    score given rows (the in-memory one) take part; rows nothing could measure are absent."""
+    answers, while the multilingual model sees the match), their mean, and each model's own.
+    Only indexes that can score given rows (the in-memory one) take part; rows nothing could
+    measure are absent."""
     if not rowids:
-        return {}, {}, {}
-    per_model = []
+        return {}, {}, {}, {}
+    per_model = {}
     for model, qvec in qvecs.items():
         z = reference_z(store, vectorizer, layer, scope, model, qvec, rowids, chinese)
         if z is not None:
-            per_model.append(z)
+            per_model[model] = z
     if not per_model:
-        return {}, {}, {}
+        return {}, {}, {}, {}
 
     def by_row(z: np.ndarray) -> dict[int, float]:
         return {r: float(v) for r, v in zip(rowids, z.tolist(), strict=True) if np.isfinite(v)}
 
-    stacked = np.stack(per_model)
+    stacked = np.stack(list(per_model.values()))
     return (
         by_row(np.nanmin(stacked, axis=0)),
         by_row(np.nanmax(stacked, axis=0)),
         by_row(np.nanmean(stacked, axis=0)),
+        {model: by_row(z) for model, z in per_model.items()},
     )
 
 
@@ -402,7 +411,9 @@ def retrieve(
     across = next((i for i, m in enumerate(models) if m.startswith(CROSS_LANGUAGE)), None)
     other: set[int] = set()
     if across is not None and len(models) > 1:
-        candidates = {r for ranking in rankings for r, _ in ranking}
+        # The keyword's hits too (a name or number matches across languages): the flag is
+        # read for every candidate (Evidence.other_language); fusion only weighs the models'.
+        candidates = {r for ranking in rankings for r, _ in ranking} | {r for r, _ in keyword}
         other = _other_language(store, layer, query, sorted(candidates))
     fused = fuse(keyword, cover, rankings, weight, other_language=other, across=across)
     # A keyword hit the models have not embedded yet (written a moment ago, its vectors still
@@ -417,7 +428,7 @@ def retrieve(
     measured = fused if layer in RELEVANCE_LAYERS else []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: rows not measured
-        rel, rel_best, rel_mean = relevance(
+        rel, rel_best, rel_mean, rel_by_model = relevance(
             store, vectorizer, layer, scope, svecs, [r for r, _ in measured], is_chinese(query)
         )
     if rel:
@@ -435,9 +446,15 @@ def retrieve(
     hits.ranked = fused[:depth]
     shown = {r for r, _ in hits.ranked}
     hits.other_language = other & shown
+    keyword_rank = {r: rank for rank, (r, _) in enumerate(keyword, 1)}
     hits.evidence = {
         r: Evidence(
-            coverage=cover.get(r, 0.0), relevance=rel.get(r), relevance_best=rel_best.get(r)
+            coverage=cover.get(r, 0.0),
+            relevance=rel.get(r),
+            relevance_best=rel_best.get(r),
+            z_by_model={m: z[r] for m, z in rel_by_model.items() if r in z},
+            keyword_rank=keyword_rank.get(r),
+            other_language=r in other,
         )
         for r in shown
     }
@@ -446,6 +463,7 @@ def retrieve(
             if rowid in shown:
                 ev = hits.evidence[rowid]
                 ev.similarity[model] = sim
+                ev.rank_by_model[model] = rank
                 ev.model_rank = rank if ev.model_rank is None else min(ev.model_rank, rank)
     return hits
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb import recall as recall_service
+from memory_tencentdb import recall_order
 from memory_tencentdb.text.sanitize import clean_captured, clip_query
 
 if TYPE_CHECKING:
@@ -72,17 +73,17 @@ def _scope_candidates(
     kept, summary = recall_service.relevant_hits(hits, cfg.max_results, standing, clean)
     kept_ids = {r for r, _ in kept}
     # Every candidate that passes on its own evidence (a window as long as the list, so it holds
-    # every kept row): one that is not kept lost its place to the window's size or to the
-    # other-language slots.
-    passing_ids = {
-        r for r, _ in recall_service.relevant_hits(hits, len(hits.ranked), standing, clean)[0]
-    }
+    # every kept row): one that is not kept lost its place to the window's size.
+    passing = recall_service.relevant_hits(hits, len(hits.ranked), standing, clean)[0]
+    passing_ids = {r for r, _ in passing}
     measured = summary.get("applied", False)
     world = summary.get("world_question")
     about_world = world is not None and world > _bar("WORLD_MAX", 0.6)
     coverage = recall_service.coverage_needed(about_world, summary.get("how_to"))
     out = []
-    for rank, (rowid, score) in enumerate(hits.ranked[:SHOWN], 1):
+    # In the order recall offers them (recall_order.py), which decides among those that pass.
+    fused_rank = {r: i for i, (r, _) in enumerate(hits.ranked, 1)}
+    for rank, (rowid, score) in enumerate(recall_order.order(hits)[:SHOWN], 1):
         row = rows.get(rowid)
         if row is None:
             continue
@@ -105,8 +106,7 @@ def _scope_candidates(
             verdict = "over_budget"
             why = (
                 f"passed the cut but left out: recall injects at most {cfg.max_results}"
-                f" memories (up to {int(_bar('OTHER_LANGUAGE_SLOTS', 2))} of them kept for clear"
-                " matches in the other language than the message) and"
+                " memories, the first in the candidate order, and"
                 f" {cfg.max_total_recall_chars} characters"
             )
         else:
@@ -115,6 +115,7 @@ def _scope_candidates(
         out.append(
             {
                 "rank": rank,
+                "fused_rank": fused_rank[rowid],
                 "id": row.id,
                 "content": row.content,
                 "type": row.type,

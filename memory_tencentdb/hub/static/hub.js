@@ -304,7 +304,7 @@ async function runRecall(ev) {
     r.scopes.map((sc) => h("div", {}, h("h4", {}, `Candidates in ${sc.scope}: ${sc.considered} considered${sc.world_question != null ? ` · world question ${sc.world_question}` : ""}`),
       h("div", { class: "candidates" }, sc.candidates.map((c) => h("div", { class: "cand", "data-verdict": c.verdict, "data-id": c.id },
         h("span", { class: `tag ${c.verdict}` }, c.verdict.replace("_", " ")), " ", h("span", {}, c.content),
-        h("div", { class: "mut" }, `${c.why} · rank ${c.rank}, score ${c.score}, relevance ${c.relevance ?? "n/a"}, best ${c.relevance_best ?? "n/a"}, coverage ${c.coverage ?? 0}, model rank ${c.model_rank ?? "–"}`)))))));
+        h("div", { class: "mut" }, `${c.why} · rank ${c.rank} (fused ${c.fused_rank}), score ${c.score}, relevance ${c.relevance ?? "n/a"}, best ${c.relevance_best ?? "n/a"}, coverage ${c.coverage ?? 0}, model rank ${c.model_rank ?? "–"}`)))))));
 }
 
 // ------------------------------------------------------------------ offload

@@ -20,7 +20,7 @@ found with a query adapter trained without that set: the evidence as the product
 user's data it never saw. It only orders. Whether anything is injected, and which candidates
 may be, stays recall's relevance decision (recall.relevant_hits); the scorer picks the best
 ``max_results`` of those. Without the models it was trained with (a remote embedder, one
-model alone) recall keeps the fused order.
+model alone), or while a candidate waits for its vectors, recall keeps the fused order.
 """
 
 from __future__ import annotations
@@ -83,11 +83,14 @@ def _weights() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def applies(hits: Any) -> bool:
-    """The scorer was trained on exactly these models' evidence, and every candidate has it."""
+    """The scorer was trained on exactly these models' evidence, and every candidate has it: a
+    memory written a moment ago that the models have not embedded yet has none to read (the
+    fused order imputes the models' vote for it, so it is found by its words at once)."""
     return (
         set(hits.query_vectors) == set(recall_order_weights.MODELS)
         and bool(hits.ranked)
         and all(r in hits.evidence for r, _ in hits.ranked)
+        and not hits.waiting
     )
 
 

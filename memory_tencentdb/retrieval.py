@@ -113,8 +113,9 @@ class Hits:
     # The vector each model's index was searched with (adapted on ADAPTED_LAYERS): what the
     # relevance z-scores measure.
     search_vectors: dict[str, np.ndarray] = field(default_factory=dict)
-    # The ranked L1 rows written in the other language than the query (recall's quota for them).
-    other_language: set[int] = field(default_factory=set)
+    # The ranked L1 rows the models have not embedded yet (written a moment ago): nothing but
+    # the keyword side measured them (recall keeps the fused order while one is ranked).
+    waiting: set[int] = field(default_factory=set)
 
     @property
     def strategy(self) -> str:
@@ -412,7 +413,7 @@ def retrieve(
     other: set[int] = set()
     if across is not None and len(models) > 1:
         # The keyword's hits too (a name or number matches across languages): the flag is
-        # read for every candidate (Evidence.other_language); fusion only weighs the models'.
+        # read for every candidate (Evidence.other_language, the z bonus below).
         candidates = {r for ranking in rankings for r, _ in ranking} | {r for r, _ in keyword}
         other = _other_language(store, layer, query, sorted(candidates))
     fused = fuse(keyword, cover, rankings, weight, other_language=other, across=across)
@@ -445,7 +446,7 @@ def retrieve(
         fused = with_reply_context(store, fused)
     hits.ranked = fused[:depth]
     shown = {r for r, _ in hits.ranked}
-    hits.other_language = other & shown
+    hits.waiting = waiting & shown
     keyword_rank = {r: rank for rank, (r, _) in enumerate(keyword, 1)}
     hits.evidence = {
         r: Evidence(

@@ -127,3 +127,10 @@ def test_a_request_gets_the_memory_it_depends_on_from_below_the_fused_five(expla
             if gold and x["verdict"] == "injected" and x["fused_rank"] > 5:
                 lifted.append((case["query"], x["fused_rank"], x["rank"]))
     assert lifted
+
+
+def test_while_a_candidate_waits_for_its_vectors_the_fused_order_stays():
+    # Written a moment ago: only its words were measured, and fusion imputes the models' vote.
+    hits = _hits({1: _ev(z=0.5, rank=30, sim=0.2), 2: _ev(z=4.0, rank=1, sim=0.6)})
+    hits.waiting = {1}
+    assert recall_order.order(hits) == hits.ranked

@@ -50,7 +50,7 @@ def all_sets() -> dict[str, dict]:
     q = [(c["kind"], c["query"], [idx[g] for g in c["expected"]]) for c in b["cases"]]
     q += [("unrelated", u["query"], []) for u in b["unrelated"]]
     out["issue23"] = {"memories": [m["memory"] for m in b["memories"]], "queries": q}
-    # Sessions 11-16's blind sets, each measured (session 14's first two with and without the
+    # Sessions 11-17's blind sets, each measured (session 14's first two with and without the
     # query adapter) and a dev set since.
     for name, path in (
         ("s11", "recall_issue23_session11.json"),
@@ -65,6 +65,7 @@ def all_sets() -> dict[str, dict]:
         ("s14f", "recall_issue23_session14f.json"),
         ("s15", "recall_issue23_session15.json"),
         ("s16", "recall_issue23_session16.json"),
+        ("s17", "recall_issue23_session17.json"),
     ):
         out[name] = labelled_set(FIX / "blind" / path)
     p = json.loads((FIX / "blind" / "paraphrase_pairs.json").read_text("utf-8"))

@@ -6,7 +6,7 @@ they pass the relevance decision. Each set's candidates are found with a query a
 without that set (on the other dev sets and the training-only sets, as
 scripts/train_query_adapter.py trains the shipped one), so the scorer learns how much to trust
 the adapted evidence on data the adapter never saw, which is what it meets on a user's data.
-``--collect`` gathers them (about 15 minutes on 2 cores) into bench/out/recall_order_loso.json.
+``--collect`` gathers them (about 20 minutes on 2 cores, 22 sets) into bench/out/recall_order_loso.json.
 
 Fit: ``w`` maximising, over the related messages, the log of the softmax probability of the
 memories each bears on among its candidates (split evenly when several), with an L2 penalty of

@@ -10,7 +10,7 @@ from typing import Any
 from memory_tencentdb.pipeline import layout
 from memory_tencentdb.pipeline.scenes import META_END, parse_scene, strip_navigation
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.common import L1_STATUSES
+from memory_tencentdb.store.common import L1_STATUSES, utc_iso
 from memory_tencentdb.store.records import Memory
 
 MAX_PAGE = 1000
@@ -47,7 +47,7 @@ def parse_since(value: str | None) -> str | None:
             raise BadRequest(f"since: not a date, date-time or age like 7d: {text!r}") from None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_iso(when)
 
 
 def public_memory(memory: Memory) -> dict[str, Any]:

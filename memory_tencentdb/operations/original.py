@@ -39,7 +39,7 @@ from memory_tencentdb.pipeline.persona import refresh_navigation
 from memory_tencentdb.pipeline.scenes import SceneStore
 from memory_tencentdb.store import files
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.common import L1_TYPES, now_iso
+from memory_tencentdb.store.common import L1_TYPES, now_iso, utc_iso
 from memory_tencentdb.store.original_db import OriginalDB, read_vectors_db
 from memory_tencentdb.store.sqlite import Store
 from memory_tencentdb.text.redact import redact
@@ -161,11 +161,7 @@ def _stable_id(*parts: Any) -> str:
 def _iso(value: Any) -> str:
     """An ISO-8601 string from the original's ISO text or epoch milliseconds."""
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return (
-            datetime.fromtimestamp(value / 1000, UTC)
-            .isoformat(timespec="milliseconds")
-            .replace("+00:00", "Z")
-        )
+        return utc_iso(datetime.fromtimestamp(value / 1000, UTC))
     if isinstance(value, str) and value.strip():
         return value.strip()
     return ""

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from memory_tencentdb.operations.purge import rewrite_jsonl
 from memory_tencentdb.store import files
 from memory_tencentdb.store.base import MemoryStore
+from memory_tencentdb.store.common import utc_iso
 
 if TYPE_CHECKING:
     from memory_tencentdb.config import Settings
@@ -80,7 +81,7 @@ def run(store: MemoryStore, settings: Settings, now: datetime | None = None) -> 
 
 
 def _l0(store: MemoryStore, cutoff: datetime, now: datetime, report: RetentionReport) -> None:
-    cutoff_iso = cutoff.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    cutoff_iso = utc_iso(cutoff)
     today = now.astimezone(store.tz).date()
     old = store.l0_recorded_before(cutoff_iso)
     if not old:

@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import datetime, tzinfo
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ from memory_tencentdb.pipeline.l2 import L2Result, L2Runner
 from memory_tencentdb.pipeline.l2_schedule import L2Policy, L2Scope
 from memory_tencentdb.pipeline.persona import PersonaRunner
 from memory_tencentdb.store.base import MemoryStore
+from memory_tencentdb.store.common import utc_iso
 from memory_tencentdb.store.records import L0Message, ScopeState, SessionBacklog, SessionState
 from memory_tencentdb.vectorizer import Vectorizer, mark_background
 
@@ -99,7 +100,7 @@ class StageStats:
 
 
 def _now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return utc_iso(timespec="seconds")
 
 
 class Pipeline:

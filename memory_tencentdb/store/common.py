@@ -28,8 +28,15 @@ def text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
+def utc_iso(when: datetime | None = None, timespec: str = "milliseconds") -> str:
+    """A time (now by default) as UTC ISO-8601 ending in ``Z``: the one form every stored time
+    takes, so comparing two as strings compares them as times."""
+    when = datetime.now(UTC) if when is None else when.astimezone(UTC)
+    return when.isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return utc_iso()
 
 
 # Seeded once from the OS; then ids cost no system call (a capture makes several).

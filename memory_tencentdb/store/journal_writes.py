@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.store import files
 from memory_tencentdb.store.base import RowListener
-from memory_tencentdb.store.common import new_id, now_iso, text_hash
+from memory_tencentdb.store.common import new_id, now_iso, text_hash, utc_iso
 from memory_tencentdb.store.records import L0Input, L0Message, Memory
 from memory_tencentdb.store.vector_index import VectorIndex
 from memory_tencentdb.text.embedding_text import hash_input, l0_text
@@ -47,7 +47,7 @@ class JournalWrites:
         if not messages:
             return []
         recorded = datetime.now(UTC)
-        recorded_at = recorded.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        recorded_at = utc_iso(recorded)
         rel = files.day_file("conversations", recorded, self.tz)
         stored = [
             L0Message(

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_tencentdb import recall_order
+from memory_tencentdb.found import FoundMemory
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.pipeline.rules import has_cjk
 from memory_tencentdb.retrieval import newer_first, retrieve
@@ -64,10 +65,12 @@ def fair_share(query: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 class RecallResult:
     prepend_context: str = ""
     append_system_context: str = ""
-    memories: list[dict[str, Any]] = field(default_factory=list)
+    memories: list[FoundMemory] = field(default_factory=list)
     strategy: str = "skipped"
     # How the relevance cut went: candidates considered, how many passed, and whether it ran.
     relevance: dict[str, Any] = field(default_factory=dict)
+    # Team scopes were searched too: each memory says which scope it came from.
+    across_scopes: bool = False
 
     @property
     def context(self) -> str:
@@ -79,7 +82,7 @@ class RecallResult:
             "context": self.context,
             "prepend_context": self.prepend_context,
             "append_system_context": self.append_system_context,
-            "memories": self.memories,
+            "memories": [m.as_json(scope=self.across_scopes) for m in self.memories],
             "strategy": self.strategy,
             "memory_count": len(self.memories),
             "relevance": self.relevance,
@@ -140,37 +143,22 @@ def _recall(
             result.relevance.setdefault("team_scopes", {})[team] = summary
         if team_scopes:
             relevant.sort(key=lambda kv: (-kv[1], kv[0]))
+        result.across_scopes = bool(team_scopes)
         for rowid, score in relevant[: cfg.max_results]:
             row = rows.get(rowid)
-            if row is None or row.status != "active":
-                continue
-            result.memories.append(
-                {
-                    "id": row.id,
-                    "content": row.content,
-                    "type": row.type,
-                    "priority": row.priority,
-                    "scene_name": row.scene_name,
-                    "score": round(score, 6),
-                    "_row": row,
-                    # Where it came from, when more than one scope was searched.
-                    **({"scope": row.scope} if team_scopes else {}),
-                }
-            )
+            if row is not None and row.status == "active":
+                result.memories.append(FoundMemory(row, score))
     if len(result.memories) > 1:
         # A later statement on the same subject goes ahead of the one it replaced.
-        by_id = {m["id"]: m for m in result.memories}
-        result.memories = [
-            by_id[r.id] for r in newer_first(store, [m["_row"] for m in result.memories])
-        ]
+        by_id = {f.memory.id: f for f in result.memories}
+        ordered = newer_first(store, [f.memory for f in result.memories])
+        result.memories = [by_id[m.id] for m in ordered]
     lines = _budget(
-        [_memory_line(m["_row"], tz) for m in result.memories],
+        [_memory_line(f.memory, tz) for f in result.memories],
         cfg.max_chars_per_memory,
         cfg.max_total_recall_chars,
     )
     result.memories = result.memories[: len(lines)]
-    for m in result.memories:
-        m.pop("_row", None)
     if lines:
         result.prepend_context = (
             "<relevant-memories>\n"

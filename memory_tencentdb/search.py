@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_tencentdb.found import FoundMemory, FoundMessage
 from memory_tencentdb.retrieval import Hits, newer_first, retrieve
 from memory_tencentdb.store.base import MemoryStore
-from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
 
@@ -39,8 +39,7 @@ def search_memories(
         depth=limit * (6 if filtered else 3),
     )
     rows = store.l1_rows([r for r, _ in hits.ranked])
-    shown: list[Memory] = []
-    items = []
+    found: list[FoundMemory] = []
     for seq, score in hits.ranked:
         m = rows.get(seq)
         if m is None or m.status != "active":
@@ -49,25 +48,13 @@ def search_memories(
             continue
         if scene and scene.lower() not in m.scene_name.lower():
             continue
-        shown.append(m)
-        items.append(
-            {
-                "id": m.id,
-                "content": m.content,
-                "type": m.type,
-                "priority": m.priority,
-                "scene_name": m.scene_name,
-                "score": round(score, 6),
-                **({"scope": m.scope} if team_scopes else {}),
-                "created_at": m.created_at,
-                "updated_at": m.updated_at,
-            }
-        )
-        if len(items) >= limit:
+        found.append(FoundMemory(m, score))
+        if len(found) >= limit:
             break
-    if len(items) > 1:
-        by_id = {it["id"]: it for it in items}
-        items = [by_id[m.id] for m in newer_first(store, shown)]
+    if len(found) > 1:
+        by_id = {f.memory.id: f for f in found}
+        found = [by_id[m.id] for m in newer_first(store, [f.memory for f in found])]
+    items = [f.as_json(scope=bool(team_scopes), times=True) for f in found]
     strategy_used = hits.strategy if hits.ranked else ("none" if not clean else hits.strategy)
     return {
         "results": _render_memories(items),
@@ -104,21 +91,7 @@ def search_conversations(
         m = messages.get(seq)
         if m is None or (session_key and m.session_key != session_key):
             continue
-        items.append(
-            {
-                "id": m.id,
-                **({"scope": m.scope} if team_scopes else {}),
-                "session_key": m.session_key,
-                "session_id": m.session_id,
-                "role": m.role,
-                "speaker": m.speaker,
-                "message_id": m.message_id,
-                "content": m.content,
-                "score": round(score, 6),
-                "recorded_at": m.recorded_at,
-                "timestamp": m.timestamp,
-            }
-        )
+        items.append(FoundMessage(m, score).as_json(scope=bool(team_scopes)))
         if len(items) >= limit:
             break
     return {

@@ -156,7 +156,7 @@ def collect(names: list[str] | None = None, before_set=None) -> None:
                 # Recall's own candidates (k = 20 of 60 per side, not DEPTH), their features for
                 # the candidate order (recall_order.py) and which of them pass the decision.
                 cand = recall_mod.candidates(eng.store, eng.vectorizer, cfg, name, text)
-                passing = recall_mod.relevant_hits(cand, len(cand.ranked), set(), text)[0]
+                passing = recall_mod.decide(cand).passing
                 qs.append(
                     {
                         "kind": kind,

@@ -202,7 +202,7 @@ def _relevant_in(
     cut = any(e.relevance is not None for e in hits.evidence.values())
     rows = store.l1_rows([r for r, _ in (hits.ranked if cut else hits.ranked[: cfg.max_results])])
     standing = {r for r, row in rows.items() if row.type == "instruction"}
-    relevant, summary = relevant_hits(hits, cfg.max_results, standing, clean)
+    relevant, summary = relevant_hits(hits, cfg.max_results, standing)
     return relevant, rows, strategy, summary
 
 
@@ -307,18 +307,26 @@ def coverage_needed(about_world: bool, how_to: float | None) -> float:
     return ALL_WORDS if fact_about_world else COVERAGE_PASS
 
 
-def relevant_hits(
-    hits: Any, window: int, standing: set[int] | None = None, query: str = ""
-) -> tuple[list[tuple[int, float]], dict[str, Any]]:
-    """The hits that pass the relevance decision (above), at most ``window``, and a summary for
-    the answer. ``standing`` rows (the user's instructions to the assistant, which bear on every
-    answer) always pass. Without a measured relevance (keyword-only recall, models not loaded)
-    nothing is cut and the summary says so."""
+@dataclass
+class Decision:
+    """The relevance decision over one scope's candidates: all of them in the order recall
+    offers them (recall_order.py), those that pass, and the summary for the answer."""
+
+    ordered: list[tuple[int, float]]
+    passing: list[tuple[int, float]]
+    summary: dict[str, Any]
+
+
+def decide(hits: Any, standing: set[int] | None = None) -> Decision:
+    """Which hits pass the relevance decision (above). ``standing`` rows (the user's
+    instructions to the assistant, which bear on every answer) always pass. Without a measured
+    relevance (keyword-only recall, models not loaded) nothing is cut and the summary says so."""
     standing = standing or set()
     ev = hits.evidence
     measured = any(e.relevance is not None for e in ev.values())
     if not hits.ranked or not measured:
-        return hits.ranked, {"applied": False, "considered": len(hits.ranked)}
+        ranked = list(hits.ranked)
+        return Decision(ranked, ranked, {"applied": False, "considered": len(hits.ranked)})
     world = world_logit(hits.query_vectors)
     about_world = world is not None and world > WORLD_MAX
     how_to = howto_logit(hits.query_vectors) if about_world else None
@@ -336,15 +344,29 @@ def relevant_hits(
             return z >= FLOOR_Z
         return e.coverage > 0 and how_to is not None and how_to > 0 and z >= WORLD_FLOOR_Z
 
-    passing = [(r, s) for r, s in recall_order.order(hits) if r in standing or passes(r)]
-    kept = passing[:window]
-    summary: dict[str, Any] = {"applied": True, "considered": len(hits.ranked), "passed": len(kept)}
+    ordered = recall_order.order(hits)
+    passing = [(r, s) for r, s in ordered if r in standing or passes(r)]
+    summary: dict[str, Any] = {"applied": True, "considered": len(hits.ranked)}
     if world is not None:
         # The query-intent classifiers' verdicts (log-odds): about the world (> WORLD_MAX: only
         # memories naming what it names) and, for such a question, a how-to (> 0).
         summary["world_question"] = round(world, 2)
         if how_to is not None:
             summary["how_to"] = round(how_to, 2)
+    return Decision(ordered, passing, summary)
+
+
+def relevant_hits(
+    hits: Any, window: int, standing: set[int] | None = None
+) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+    """The hits that pass the relevance decision (``decide``), at most ``window`` (every hit
+    when nothing was measured to cut on), and the summary for the answer."""
+    decision = decide(hits, standing)
+    summary = decision.summary
+    if not summary["applied"]:
+        return decision.passing, summary
+    kept = decision.passing[:window]
+    summary["passed"] = len(kept)
     if standing:
         summary["standing_instructions"] = sum(1 for r, _ in kept if r in standing)
     if not kept:

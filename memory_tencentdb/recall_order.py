@@ -18,7 +18,7 @@ something labelled messages can say: the scorer is ``w · standardise(x)`` over,
 the target) by scripts/train_recall_order.py on the recall dev sets, every set's candidates
 found with a query adapter trained without that set: the evidence as the product meets it on a
 user's data it never saw. It only orders. Whether anything is injected, and which candidates
-may be, stays recall's relevance decision (recall.relevant_hits); the scorer picks the best
+may be, stays recall's relevance decision (recall.decide); the scorer picks the best
 ``max_results`` of those. Without the models it was trained with (a remote embedder, one
 model alone), or while a candidate waits for its vectors, recall keeps the fused order.
 """

@@ -3,7 +3,7 @@ injected or cut.
 
 The answer a host gets is the real one (``Engine.recall``, the same call ``POST /recall``
 makes). The per-candidate explanation reruns the same retrieval and the same relevance cut
-(``recall.candidates`` and ``recall.relevant_hits``) beside it, read-only, and words the evidence each candidate carried
+(``recall.candidates`` and ``recall.decide``) beside it, read-only, and words the evidence each candidate carried
 against the cut's thresholds. Which candidates went in is always taken from the real answer, so
 the explanation can never claim an injection that did not happen (a recall that timed out marks
 every candidate ``timeout``: the host got nothing, whatever the cut would have said). ``recall.py`` is not changed:
@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb import recall as recall_service
-from memory_tencentdb import recall_order
 from memory_tencentdb.text.sanitize import clean_captured, clip_query
 
 if TYPE_CHECKING:
@@ -70,20 +69,20 @@ def _scope_candidates(
     hits = recall_service.candidates(store, vectorizer, cfg, scope, clean)
     rows = store.l1_rows([r for r, _ in hits.ranked])
     standing = {r for r, row in rows.items() if row.type == "instruction"}
-    kept, summary = recall_service.relevant_hits(hits, cfg.max_results, standing, clean)
-    kept_ids = {r for r, _ in kept}
-    # Every candidate that passes on its own evidence (a window as long as the list, so it holds
-    # every kept row): one that is not kept lost its place to the window's size.
-    passing = recall_service.relevant_hits(hits, len(hits.ranked), standing, clean)[0]
-    passing_ids = {r for r, _ in passing}
-    measured = summary.get("applied", False)
+    decision = recall_service.decide(hits, standing)
+    summary = decision.summary
+    measured = summary["applied"]
+    # What the cut keeps (recall_service.relevant_hits), and every candidate that passes on its
+    # own evidence: one that passes but is not kept lost its place to the window's size.
+    kept_ids = {r for r, _ in decision.passing[: cfg.max_results if measured else None]}
+    passing_ids = {r for r, _ in decision.passing}
     world = summary.get("world_question")
     about_world = world is not None and world > _bar("WORLD_MAX", 0.6)
     coverage = recall_service.coverage_needed(about_world, summary.get("how_to"))
     out = []
     # In the order recall offers them (recall_order.py), which decides among those that pass.
     fused_rank = {r: i for i, (r, _) in enumerate(hits.ranked, 1)}
-    for rank, (rowid, score) in enumerate(recall_order.order(hits)[:SHOWN], 1):
+    for rank, (rowid, score) in enumerate(decision.ordered[:SHOWN], 1):
         row = rows.get(rowid)
         if row is None:
             continue

@@ -469,17 +469,11 @@ def test_browse_pages_and_counts(store: Any):
     e1 = store.write_memory(_memory(scope, "went to Beijing", scene_name="travel", priority=40))
 
     assert sorted(store.type_priority_counts(scope)) == [("episodic", 40, 1), ("persona", 80, 1)]
-    page = store.memories_page(
-        scope, type_=None, scene=None, min_priority=None, before_seq=None, limit=10
-    )
+    page = store.list_memories(scope, limit=10)
     assert [m.id for m in page] == [e1.id, p1.id]
-    page = store.memories_page(
-        scope, type_=None, scene="travel", min_priority=None, before_seq=None, limit=10
-    )
+    page = store.list_memories(scope, scene="travel", limit=10)
     assert [m.id for m in page] == [e1.id]
-    page = store.memories_page(
-        scope, type_=None, scene=None, min_priority=50, before_seq=None, limit=10
-    )
+    page = store.list_memories(scope, min_priority=50, limit=10)
     assert [m.id for m in page] == [p1.id]
     total, sessions = store.conversation_sessions(scope, 1, 0)
     assert total == 2 and [s["session_key"] for s in sessions] == ["b2"]

@@ -127,14 +127,7 @@ def hub_router(engine: Engine, sessions: HubSessions) -> APIRouter:
                 rows = engine.store.memories_with_content(name, quoted, 200)
                 label = filename.removesuffix(".md")
                 seen = {r.id for r in rows}
-                for r in engine.store.memories_page(
-                    name,
-                    type_=None,
-                    scene=label,
-                    min_priority=None,
-                    before_seq=None,
-                    limit=PAGE,
-                ):
+                for r in engine.store.list_memories(name, scene=label, limit=PAGE):
                     if r.id not in seen:
                         rows.append(r)
                 return {**s, "memories": [r.public() for r in rows]}
@@ -156,7 +149,7 @@ def hub_router(engine: Engine, sessions: HubSessions) -> APIRouter:
             return _bad(f"type: must be persona, episodic or instruction, got {type!r}")
         if cursor and not cursor.isdigit():
             return _bad(f"cursor: not a cursor this gateway gave out: {cursor!r}")
-        rows = engine.store.memories_page(
+        rows = engine.store.list_memories(
             name,
             type_=type or None,
             scene=scene or None,

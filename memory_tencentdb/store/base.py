@@ -319,11 +319,15 @@ class MemoryStore(abc.ABC):
         status: str = "active",
         since: str | None = None,
         session_key: str | None = None,
+        scene: str | None = None,
+        min_priority: int | None = None,
         limit: int = 50,
         before_seq: int | None = None,
     ) -> list[Memory]:
         """Memories newest first; ``status`` "active", "superseded", "deleted", "history"
-        (all but deleted) or "all"; ``before_seq`` continues a previous page."""
+        (all but deleted) or "all"; optionally of one type, session, scene, or a priority and
+        up, or changed since a time; ``before_seq`` continues a previous page (the operations
+        API and the Memory Hub page both list through it)."""
 
     @abc.abstractmethod
     def scope_counts(self) -> list[ScopeCounts]:
@@ -416,19 +420,6 @@ class MemoryStore(abc.ABC):
     @abc.abstractmethod
     def type_priority_counts(self, scope: str) -> list[tuple[str, int, int]]:
         """``(type, priority, count)`` of the scope's active memories."""
-
-    @abc.abstractmethod
-    def memories_page(
-        self,
-        scope: str,
-        *,
-        type_: str | None,
-        scene: str | None,
-        min_priority: int | None,
-        before_seq: int | None,
-        limit: int,
-    ) -> list[Memory]:
-        """Active memories of a scope, newest first, optionally filtered."""
 
     @abc.abstractmethod
     def conversation_sessions(

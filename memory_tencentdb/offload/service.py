@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal
+from memory_tencentdb.offload.answer_list import answer_list
 from memory_tencentdb.offload.budget import AssembleBudget
 from memory_tencentdb.offload.context_blocks import ContextBlocks
 from memory_tencentdb.offload.host_status import HostReports
@@ -682,29 +683,8 @@ class OffloadService:
         # are what the model needs to go on with the task. Said once (log, /health) per episode.
         self._note_fixed_over(sess, budget, int(total), outcome, system_tokens)
         self._mark(sess, outcome)
-        out_msgs: list[dict[str, Any]] = []
-        last_user = max(
-            (i for i, u in enumerate(outcome.units) if u.kind == "user" and not u.removed),
-            default=None,
-        )
-        lead = 0
-        while lead < len(outcome.units) and outcome.units[lead].kind == "system":
-            lead += 1
-        inserts: dict[int, list[dict[str, Any]]] = {}
-        if head:  # right after the system prompt, so the list starts with a user message
-            inserts.setdefault(lead - 1, []).append(user_message(head, fmt))
-        if block:  # just before the newest user message: the prompt stays last
-            at = lead - 1 if last_user is None else max(last_user - 1, lead - 1)
-            if follows:  # the host appends the current turn (its prompt) after the list
-                at = len(outcome.units) - 1
-            inserts.setdefault(at, []).append(user_message(block, fmt))
-        out_msgs.extend(inserts.get(-1, []))
-        for i, u in enumerate(outcome.units):
-            if not u.removed:
-                out_msgs.extend(item.out for item in u.items)
-            out_msgs.extend(inserts.get(i, []))
         return {
-            "messages": out_msgs,
+            "messages": answer_list(outcome.units, head, block, fmt, follows),
             "estimated_tokens": int(total),
             "level": outcome.level,
             "system_addition": guide_text,

@@ -407,9 +407,9 @@ class LLMWorker:
             # The judgement is this prompt's: it replaces the embedding's, from the prompt on.
             # Steps recorded while the LLM was thinking move to the task it chose.
             since = bounds.pop()["row_index"] if bounds else len(sess.rows)
-            self.svc._apply_decision(sess, prompt, decision, target, None, "llm")
+            self.svc.tasks.apply_decision(sess, prompt, decision, target, None, "llm")
             sess.state["boundaries"][-1]["row_index"] = since
-            moved = self.svc.rehome(sess, since)
+            moved = self.svc.tasks.rehome(sess, since)
             sess.save_state()
         if moved:
             log.info("offload L1.5 moved %d steps to %s", moved, sess.state.get("active"))

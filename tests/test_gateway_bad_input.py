@@ -13,8 +13,6 @@ import pytest
 
 from tests.support.inprocess import InProcessGateway
 
-pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
-
 ROUTES = [
     "/capture",
     "/recall",

@@ -7,11 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.support.inprocess import InProcessGateway
-
-pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
 
 
 def _jsonl(data_dir: Path, folder: str) -> list[dict]:

@@ -8,12 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.support.gateway import GatewayProcess
 from tests.support.postgres import backend_under_test
-
-pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
 
 
 def _jsonl(data_dir: Path, folder: str) -> list[dict]:

@@ -238,7 +238,6 @@ def _found(c: httpx.Client, scope: str, query: str) -> list[str]:
     return [it["id"] for it in r.json()["items"]]
 
 
-@pytest.mark.both_backends
 def test_patch_answers_before_its_vectors_and_old_vectors_stop_matching(
     start_gateway, tmp_path, scope: str
 ):
@@ -267,7 +266,6 @@ def test_patch_answers_before_its_vectors_and_old_vectors_stop_matching(
                 assert _found(c, scope, old)[:1] != [ids[lang]], lang
 
 
-@pytest.mark.both_backends
 def test_patch_then_kill_before_reembedding_gets_new_vectors_after_restart(
     start_gateway, tmp_path, scope: str
 ):

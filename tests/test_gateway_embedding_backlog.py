@@ -125,7 +125,6 @@ def _embedded(http) -> dict[str, int]:
     return {m: b["embedded"] for m, b in _backlog(http)["backlog"].items()}
 
 
-@pytest.mark.both_backends
 def test_a_change_that_keeps_the_text_embeds_nothing(start_gateway):
     """A type or priority change (and any L1 rewrite that keeps text, scope and status) leaves
     the memory's vectors as they are, so nothing is embedded again; a new text is embedded once
@@ -184,7 +183,6 @@ def _capture_kill_restart(gw: GatewayProcess, scope: str, messages: list[dict[st
     gw.start(timeout=120)
 
 
-@pytest.mark.both_backends
 def test_after_a_kill_mid_backlog_the_rest_is_counted_as_it_is_scanned(start_gateway, tmp_path):
     """SIGKILL while 300 messages embed; after the restart the start-up scan finds the rest:
     /health counts it (not only "scanning"), the count falls to 0, every message has a vector."""
@@ -212,7 +210,6 @@ def test_after_a_kill_mid_backlog_the_rest_is_counted_as_it_is_scanned(start_gat
             assert done["vectors"].get(m, 0) >= 300, done["vectors"]
 
 
-@pytest.mark.both_backends
 def test_a_message_stored_before_a_restart_keeps_its_exact_match_while_the_scan_runs(
     start_gateway, tmp_path
 ):

@@ -20,6 +20,11 @@ import pytest
 
 from tests.support.inprocess import InProcessGateway
 
+# Sharing is what a PostgreSQL store is for (a team's gateways on one database), so `make test`
+# runs this suite there too; the store's own behaviour is held on both backends by
+# test_store_contract.py.
+pytestmark = pytest.mark.both_backends
+
 TEAM = "team:research"
 KEYS = {
     "agent-a": "key-of-agent-a-0123456789",

@@ -65,7 +65,6 @@ QUERIES = ("川菜", "tea", "猫", "Lisbon nurse", "花生过敏")
 MATCHED = ("川菜", "tea", "Lisbon nurse", "花生过敏")  # each has a stored memory that answers it
 
 
-@pytest.mark.both_backends
 def test_export_then_import_gives_the_same_results_and_is_idempotent(
     start_gateway, tmp_path, scope
 ):

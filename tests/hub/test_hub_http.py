@@ -11,11 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.hub.conftest import KEYS, KEYS_FILE
-
-pytestmark = pytest.mark.both_backends  # run again on PostgreSQL by `make test`
 
 STATIC = Path(__file__).resolve().parents[2] / "memory_tencentdb" / "hub" / "static"
 

@@ -28,8 +28,7 @@ from tests.hub.conftest import (
     shot,
 )
 
-# Run again on PostgreSQL by `make test` (the hub's counts and pages are SQL of their own).
-pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
+pytestmark = pytest.mark.slow
 
 VIEWPORT = {"width": 1280, "height": 860}
 

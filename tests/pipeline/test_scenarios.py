@@ -21,8 +21,6 @@ from tests.pipeline.conftest import (
     wait_for,
 )
 
-pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
-
 LANGS = {
     "en": {
         "habit": "I go for a 5 km run every morning before work.",

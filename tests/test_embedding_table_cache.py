@@ -200,3 +200,22 @@ def test_gateway_reads_the_table_from_its_cache_dir(start_gateway, tmp_path):
     if fds.exists():  # Linux: the gateway holds the file open and reads rows from it
         assert str(path) in {os.path.realpath(fd) for fd in fds.iterdir()}
     assert "embedding table kept in memory" not in gw.log()
+
+
+def test_tokenizer_read_from_the_cache_gives_identical_embeddings_and_a_bad_copy_is_redone(
+    reference, tmp_path: Path
+):
+    """The parsed tokenizer is kept beside the table; a later load reads it, and a copy that is
+    cut short or not a tokenizer at all is parsed again and replaced. Vectors never change."""
+    cache = tmp_path / "cache"
+    texts = [t for t in TEXTS if t]
+    expected = normalise(reference.encode(texts))
+    (first,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
+    assert np.array_equal(first.embed(texts), expected)
+    (pickled,) = cache.glob("usem3-*-tokenizer-*.pickle")
+    whole = pickled.read_bytes()
+    for bad in (whole[: len(whole) // 2], b"\x80\x04K\x07.", b"not a pickle"):
+        pickled.write_bytes(bad)
+        (again,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
+        assert np.array_equal(again.embed(texts), expected)
+        assert pickled.read_bytes() == whole

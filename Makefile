@@ -23,11 +23,11 @@ hosts:
 	TEST_CACHE=$(TEST_CACHE) bash scripts/test-hosts.sh
 
 # Test files are spread over TEST_WORKERS processes (pytest-xdist; a file stays on one worker,
-# so its module-scoped gateway is started once). Two, one per core of the CI machine: run in
-# one process the suite kept about one core busy (load ~1 while it waited on gateways and
-# hosts); two keep both busy, and more only share them (bench/RESULTS.md "Session 19": the
-# SQLite run 2,243 -> 1,370 s).
-TEST_WORKERS ?= 2
+# so its module-scoped gateway is started once). Three on the 2-core CI machine: in one process
+# the suite kept about one core busy (it waits on gateways, hosts and deadlines); with two the
+# cores were busy 84% of the run, with three 92-99% (bench/RESULTS.md "Session 20": the SQLite
+# run 1,300 -> 1,038 s, with the cheaper gateway start of that session).
+TEST_WORKERS ?= 3
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 # --durations: the slowest tests are listed in every CI log (where the time goes).

@@ -8,7 +8,8 @@ trees interleaved so the machine's noise falls on both, each start on a fresh da
 with the same model cache directory (warm after the first start, as on a user's machine; the
 first start of each tree is reported apart).
 
-    .venv/bin/python bench/gateway_start.py --tree before=/tmp/before --tree after --runs 8
+    git worktree add ../gw-before <older commit>
+    .venv/bin/python bench/gateway_start.py --tree before=../gw-before --tree after --runs 8
 """
 
 from __future__ import annotations
@@ -16,76 +17,31 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
 
-ROOT = Path(__file__).resolve().parents[1]
-TICK = os.sysconf("SC_CLK_TCK")
+import gateway_bench as gb  # noqa: E402
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+ROOT = BENCH.parent
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its finished threads, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def one_start(tree: str | None, data: Path, cache: Path) -> dict:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TDAI_", "MEMORY_TENCENTDB_"))}
-    env.update(
-        {
-            "TDAI_DATA_DIR": str(data),
-            "TDAI_GATEWAY_PORT": str(port),
-            "TDAI_MEMORY__EMBEDDING__MODEL_CACHE_DIR": str(cache),
-        }
-    )
+def one_start(tree: str | None, data: Path, cache: Path, label: str) -> dict:
+    """One gateway of ``tree`` (``gateway_bench.Gateway``: started from the data directory's
+    parent, so the repository never shadows the tree), timed until its models are ready."""
+    env = {"TDAI_MEMORY__EMBEDDING__MODEL_CACHE_DIR": str(cache)}
     if tree:
-        env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = str(Path(tree).resolve())  # the gateway runs in another directory
     data.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memory_tencentdb", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        # Not the repository: `python -m` puts the working directory first on sys.path, and
-        # from the repository the installed tree would shadow the one under test.
-        cwd=str(data.parent),
-    )
-    listening = None
+    gw = gb.Gateway(data, env=env, label=label).start(timeout=120)
     try:
-        while time.monotonic() - started < 120:
-            try:
-                body = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).json()
-                listening = listening or time.monotonic() - started
-                if body.get("embedding", {}).get("state") in ("ready", "unavailable", "disabled"):
-                    ready = time.monotonic() - started
-                    cpu = cpu_seconds(proc.pid)
-                    return {"listening_s": listening, "ready_s": ready, "cpu_s": cpu}
-            except (httpx.HTTPError, ValueError):
-                pass
-            time.sleep(0.02)
-        raise TimeoutError("gateway not ready in 120 s")
+        return {"listening_s": gw.first_200_s, "ready_s": gw.ready_s, "cpu_s": gw.ready_cpu_s}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        gw.stop()
 
 
 def summary(rows: list[dict]) -> dict:
@@ -113,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.runs + 1):  # the first round fills each tree's model cache
             for name, path in trees:
                 cache = Path(tmp) / f"cache-{name}"
-                r = one_start(path, Path(tmp) / f"{name}-{i}" / "data", cache)
+                r = one_start(path, Path(tmp) / f"{name}-{i}" / "data", cache, f"start-{name}-{i}")
                 rows[name].append(r)
                 print(
                     f"{name} #{i}: ready {r['ready_s']:.2f} s, CPU {r['cpu_s']:.2f} s", flush=True

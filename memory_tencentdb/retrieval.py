@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory_tencentdb.found import FoundMemory
-from memory_tencentdb.store.base import UNEMBEDDED_L0_ROLES, MemoryStore
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.text.language import is_chinese
@@ -328,22 +328,6 @@ def with_reply_context(
     return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _never_embedded(
-    store: MemoryStore,
-    layer: str,
-    keyword: list[tuple[int, float]],
-    rankings: list[list[tuple[int, float]]],
-) -> set[int]:
-    """The keyword's L0 hits that no model embeds (their role, ``UNEMBEDDED_L0_ROLES``) and no
-    model ranked: a store written before the rule still holds some tool results' vectors, and
-    one the models ranked has had their vote."""
-    if layer != "l0" or not keyword:
-        return set()
-    ranked = {r for ranking in rankings for r, _ in ranking}
-    rows = store.l0_rows([r for r, _ in keyword if r not in ranked])
-    return {r for r, m in rows.items() if m.role in UNEMBEDDED_L0_ROLES}
-
-
 def retrieve(
     store: MemoryStore,
     vectorizer: Vectorizer,
@@ -436,14 +420,11 @@ def retrieve(
     fused = fuse(keyword, cover, rankings, weight, other_language=other, across=across)
     # A keyword hit the models have not embedded yet (written a moment ago, its vectors still
     # being computed) is not evidence against it: impute the models' vote in proportion to the
-    # keyword's own, so a fresh memory is keyword-searchable at once in hybrid too. The same
-    # for a message the models never embed (a captured tool result, UNEMBEDDED_L0_ROLES) that
-    # none of them ranked.
+    # keyword's own, so a fresh memory is keyword-searchable at once in hybrid too.
     waiting = vectorizer.unembedded(layer, [r for r, _ in keyword])
-    unjudged = waiting | _never_embedded(store, layer, keyword, rankings)
-    if unjudged:
+    if waiting:
         fused = sorted(
-            ((r, f * (1.0 + 1.0 / weight) if r in unjudged else f) for r, f in fused),
+            ((r, f * (1.0 + 1.0 / weight) if r in waiting else f) for r, f in fused),
             key=lambda kv: (-kv[1], kv[0]),
         )
     measured = fused if layer in RELEVANCE_LAYERS else []

@@ -6,8 +6,7 @@ Captured rows and direct memory writes are stored without vectors (both must sta
 this worker fills them in, L1 before L0; a recall may wait briefly for its scope's just-written
 memories (``expect`` / ``wait_embedded``). The same loop backfills after a reindex or a model
 change: any active row without a vector for a configured model gets one, and vectors of other
-models are kept, never dropped. Captured tool results are the exception: no model embeds them
-(``store.base.UNEMBEDDED_L0_ROLES`` says why).
+models are kept, never dropped.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memory_tencentdb.embedding import Embedder, EmbeddingError, load_embedders, vector_cache
-from memory_tencentdb.store.base import UNEMBEDDED_L0_ROLES, MemoryStore
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.text.embedding_text import for_embedding, l0_text
 from memory_tencentdb.text.language import is_chinese
 from memory_tencentdb.text.query_adapter import adapt, has_adapter
@@ -519,8 +518,7 @@ class Vectorizer:
             self._expected_cond.notify_all()
 
     def _rows_of(self, layer: str, rowids: list[int]) -> list[tuple[int, str, str, str]]:
-        """``(rowid, scope, text_hash, indexed text)`` of the live rows among ``rowids`` that a
-        model embeds (not the captured tool results: ``UNEMBEDDED_L0_ROLES``)."""
+        """``(rowid, scope, text_hash, indexed text)`` of the live rows among ``rowids``."""
         if not rowids:
             return []
         if layer == "l1":
@@ -532,9 +530,7 @@ class Vectorizer:
             ]
         messages = self.store.l0_rows(rowids)
         return [
-            (r, m.scope, m.text_hash, l0_text(m.content, m.speaker))
-            for r, m in messages.items()
-            if m.role not in UNEMBEDDED_L0_ROLES
+            (r, m.scope, m.text_hash, l0_text(m.content, m.speaker)) for r, m in messages.items()
         ]
 
     def _embed_rows(self, emb: Embedder, layer: str, rows: list[tuple[int, str, str, str]]) -> None:

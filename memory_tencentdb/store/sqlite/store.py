@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from memory_tencentdb.store import files
-from memory_tencentdb.store.base import UNEMBEDDED_L0_ROLES, MemoryStore
+from memory_tencentdb.store.base import MemoryStore
 from memory_tencentdb.store.common import (
     chunks,
     keeps_index_entry,
@@ -75,16 +75,11 @@ _L0_INDEXED = "CASE WHEN speaker != '' THEN speaker || ': ' || content ELSE cont
 _L0_INDEXED_M = "CASE WHEN m.speaker != '' THEN m.speaker || ': ' || m.content ELSE m.content END"
 
 
-# The L0 rows a model embeds: not the roles ``UNEMBEDDED_L0_ROLES`` names (base.py says why).
-_EMBEDDED_ROLES = f" AND m.role NOT IN ({', '.join(repr(r) for r in UNEMBEDDED_L0_ROLES)})"
-
-
 def _without_vector(layer: str) -> str:
-    """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1, the embedded
-    roles for L0) that have no vector for a model; parameters: model, layer. Shared by the scan
-    and its count."""
+    """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1) that have no vector
+    for a model; parameters: model, layer. Shared by the scan and its count."""
     table = "l1_memories" if layer == "l1" else "l0_messages"
-    active = " AND m.status = 'active'" if layer == "l1" else _EMBEDDED_ROLES
+    active = " AND m.status = 'active'" if layer == "l1" else ""
     return (
         f"FROM {table} m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?"
         f" AND v.layer = ? AND v.text_hash = m.text_hash){active}"

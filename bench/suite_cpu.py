@@ -9,7 +9,8 @@ per area (the real hosts, offload, pipeline, the rest).
     .venv/bin/python bench/suite_cpu.py [pytest args...]    # default: the whole SQLite run
     .venv/bin/python bench/suite_cpu.py --table FILE        # print a results file again
 
-Writes bench/results/suite_cpu.json.
+Writes bench/results/suite_cpu.json for the whole run; with pytest arguments (a part of the
+suite), bench/out/suite_cpu-partial.json, so the recorded figures are not overwritten.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 OUT = BENCH / "results" / "suite_cpu.json"
+PARTIAL = BENCH / "out" / "suite_cpu-partial.json"
 AREAS = (
     ("tests/openclaw/", "real OpenClaw"),
     ("tests/hermes/", "real Hermes"),
@@ -99,10 +101,11 @@ def main(argv: list[str]) -> int:
         "pytest_wall_s": round(wall, 1),
         **summarise(rows),
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=1) + "\n", "utf-8")
+    out = PARTIAL if argv else OUT
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n", "utf-8")
     print(table(result))
-    print(f"wrote {OUT}")
+    print(f"wrote {out}")
     return done.returncode
 
 

@@ -147,6 +147,12 @@ class Client:
 # ------------------------------------------------------------------------------ gateway
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (its finished threads included), from /proc."""
+    parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Gateway:
     """``memory-tencentdb serve`` as a child process, timed from spawn."""
 
@@ -258,9 +264,7 @@ class Gateway:
 
     def cpu_seconds(self) -> float:
         assert self.proc is not None
-        parts = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = os.sysconf("SC_CLK_TCK")
-        return (int(parts[11]) + int(parts[12])) / ticks
+        return process_cpu_s(self.proc.pid)
 
     def wait_quiet(self, timeout: float = 240.0, below: float = 0.05) -> float:
         """Wait until the gateway uses < ``below`` CPU-seconds per second for 2 s in a row

@@ -30,6 +30,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from gateway_bench import process_cpu_s  # noqa: E402
 
 from tests.support.gateway import GatewayProcess  # noqa: E402
 
@@ -51,12 +54,6 @@ def turns(messages: list[dict[str, Any]], session: str) -> list[list[dict[str, A
             out.append([])
         out[-1].append({**m, "id": f"{session}#{i}", "timestamp": 1_700_000_000_000 + i})
     return out
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100.0
 
 
 def capture_all(gw: GatewayProcess, sessions: list[dict[str, Any]]) -> dict[str, Any]:

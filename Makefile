@@ -25,10 +25,11 @@ hosts:
 # Test files are spread over TEST_WORKERS processes (pytest-xdist; a file stays on one worker,
 # so its module-scoped gateway is started once). Two on the 2-core CI machine: in one process
 # the suite kept about one core busy (it waits on gateways, hosts and deadlines); with two the
-# cores are busy 84% of the run. Three keep them 92-99% busy and the SQLite run ~10% shorter,
-# but the tests that time a host's turn against a baseline then fail now and then
-# (bench/RESULTS.md "Session 20": two of three three-worker runs had one such failure).
-TEST_WORKERS ?= 2
+# cores are busy 84% of the run. Three keep them 92-99% busy and the SQLite run ~10% shorter
+# (bench/RESULTS.md "Session 20"). Then the tests that time a host's turn failed now and then
+# against a baseline turn run a minute earlier, under another load; they now time an ordinary
+# turn before and after (bench/RESULTS.md "Session 22").
+TEST_WORKERS ?= 3
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 # --durations: the slowest tests are listed in every CI log (where the time goes).

@@ -49,11 +49,20 @@ json_string() {  # a shell value as a JSON string literal
   printf '"%s"' "${v//\"/\\\"}"
 }
 
-config_string() {  # a string value of the OpenClaw config, "" when unset or not a string
-  local v
-  v="$("${openclaw[@]}" config get "$1" --json 2>/dev/null)" || return 0
-  v="$(printf '%s' "$v" | tail -n 1)"
-  case "$v" in \"*\") v="${v#\"}"; printf '%s' "${v%\"}" ;; esac
+plugin_strings() {  # $1: `config get plugins --json` output; then dotted paths under plugins.
+  # Each path's string value on a line of its own ("" when unset or not a string). One OpenClaw
+  # start for every value the script needs (each start costs seconds of CPU); node, which
+  # OpenClaw runs on, reads the JSON.
+  local json="$1"; shift
+  printf '%s' "$json" | "$node_cmd" -e '
+    const text = require("fs").readFileSync(0, "utf8");
+    const start = text.search(/^\{/m);  // any notice lines before the JSON
+    let root = {};
+    try { root = start < 0 ? {} : JSON.parse(text.slice(start)); } catch { root = {}; }
+    for (const path of process.argv.slice(1)) {
+      const v = path.split(".").reduce((o, k) => (o && typeof o === "object" ? o[k] : undefined), root);
+      console.log(typeof v === "string" ? v.replace(/[\r\n]/g, " ") : "");
+    }' "$@"
 }
 
 if ! command -v "${openclaw[0]}" >/dev/null 2>&1; then
@@ -94,8 +103,9 @@ echo "linking $bridge"
 # keeps whatever else the entry already holds.
 slot_json=""  # the slot to write, as JSON (null deletes the key); "" leaves it alone
 if [ -n "$offload" ]; then
-  current_slot="$(config_string plugins.slots.contextEngine)"
-  saved_slot="$(config_string "plugins.entries.$PLUGIN_ID.config.offload.previousSlot")"
+  plugins_json="$("${openclaw[@]}" config get plugins --json 2>/dev/null)" || plugins_json='{}'
+  { IFS= read -r current_slot; IFS= read -r saved_slot; } < <(plugin_strings "$plugins_json" \
+    slots.contextEngine "entries.$PLUGIN_ID.config.offload.previousSlot")
   # The slot ours replaced: what is there now, unless it is already ours (a second --offload).
   previous="$saved_slot"
   [ "$current_slot" != "$PLUGIN_ID" ] && previous="$current_slot"

@@ -197,6 +197,12 @@ def test_failing_host_model_never_slows_a_turn_and_memory_catches_up(home: Herme
                 assert all(stored(home.data_dir, scope)[c] == "rules" for c in rules), rules
             finally:
                 fake.mode = None
+            # Any one turn on a loaded 2-core machine can take seconds longer, so a turn that
+            # looks slow is set against an ordinary turn run right after it, under the same load.
+            if took >= baseline + 5:
+                t0 = time.monotonic()
+                assert home.chat("hello once more").returncode == 0
+                baseline = max(baseline, time.monotonic() - t0)
             assert took < baseline + 5, (mode, baseline, took)
 
             def redone(f: Fact = fact) -> bool:

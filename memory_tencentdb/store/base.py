@@ -229,12 +229,16 @@ class MemoryStore(abc.ABC):
         limit: int,
         after: int = 0,
         rowids: list[int] | None = None,
+        skip_roles: tuple[str, ...] = (),
     ) -> list[tuple[int, str, str, str]]:
         """``(seq, scope, text_hash, text)`` of rows with no vector for ``model``: the next
-        ``limit`` after ``after``, or those among ``rowids``."""
+        ``limit`` after ``after``, or those among ``rowids``; L0 rows of the ``skip_roles`` are
+        never among them (the model does not embed them: ``vectorizer.skipped_roles``)."""
 
     @abc.abstractmethod
-    def count_missing_vectors(self, layer: str, model: str) -> int: ...
+    def count_missing_vectors(
+        self, layer: str, model: str, skip_roles: tuple[str, ...] = ()
+    ) -> int: ...
 
     @abc.abstractmethod
     def on_rows_written(self, listener: RowListener) -> None:

@@ -90,14 +90,23 @@ def _table(layer: str) -> str:
     return "l1_memories" if layer == "l1" else "l0_messages"
 
 
-def _without_vector(layer: str) -> str:
-    """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1) that have no vector
-    for a model; parameters: model, layer. Shared by the scan and its count."""
-    active = " AND m.status = 'active'" if layer == "l1" else ""
+def _without_vector(layer: str, skip_roles: tuple[str, ...] = ()) -> str:
+    """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1, L0 ones not of
+    the ``skip_roles``) that have no vector for a model; parameters: model, layer, then the
+    skipped roles (one array). Shared by the scan and its count."""
+    if layer == "l1":
+        only = " AND m.status = 'active'"
+    else:
+        only = " AND m.role <> ALL(%s)" if skip_roles else ""
     return (
         f"FROM {_table(layer)} m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = %s"
-        f" AND v.layer = %s AND v.text_hash = m.text_hash){active}"
+        f" AND v.layer = %s AND v.text_hash = m.text_hash){only}"
     )
+
+
+def _role_params(skip_roles: tuple[str, ...]) -> list[Any]:
+    """The parameters ``_without_vector`` takes after model and layer (one array, if any)."""
+    return [list(skip_roles)] if skip_roles else []
 
 
 def session_lock_key(scope: str, session_key: str) -> str:
@@ -615,9 +624,11 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         limit: int,
         after: int = 0,
         rowids: list[int] | None = None,
+        skip_roles: tuple[str, ...] = (),
     ) -> list[tuple[int, str, str, str]]:
         text = "m.content" if layer == "l1" else _L0_INDEXED_M
-        params: list[Any] = [model, layer]
+        skip = skip_roles if layer == "l0" else ()
+        params: list[Any] = [model, layer, *_role_params(skip)]
         if rowids is not None:
             if not rowids:
                 return []
@@ -631,16 +642,21 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
             self.reader()
             .execute(
                 f"SELECT m.seq, m.scope, m.text_hash, {text}"
-                f" {_without_vector(layer)}{where} ORDER BY m.seq LIMIT %s",
+                f" {_without_vector(layer, skip)}{where} ORDER BY m.seq LIMIT %s",
                 params,
             )
             .fetchall()
         )
         return rows
 
-    def count_missing_vectors(self, layer: str, model: str) -> int:
-        sql = f"SELECT count(*) {_without_vector(layer)}"
-        return int(self.reader().execute(sql, (model, layer)).fetchone()[0])
+    def count_missing_vectors(
+        self, layer: str, model: str, skip_roles: tuple[str, ...] = ()
+    ) -> int:
+        """How many rows of ``layer`` have no vector for ``model`` (what a start-up scan of
+        :meth:`missing_vectors` has ahead of it)."""
+        skip = skip_roles if layer == "l0" else ()
+        sql = f"SELECT count(*) {_without_vector(layer, skip)}"
+        return int(self.reader().execute(sql, (model, layer, *_role_params(skip))).fetchone()[0])
 
     def save_vectors(
         self, layer: str, model: str, items: list[tuple[int, str, str, np.ndarray]]

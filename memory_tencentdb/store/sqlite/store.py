@@ -75,15 +75,24 @@ _L0_INDEXED = "CASE WHEN speaker != '' THEN speaker || ': ' || content ELSE cont
 _L0_INDEXED_M = "CASE WHEN m.speaker != '' THEN m.speaker || ': ' || m.content ELSE m.content END"
 
 
-def _without_vector(layer: str) -> str:
-    """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1) that have no vector
-    for a model; parameters: model, layer. Shared by the scan and its count."""
+def _without_vector(layer: str, skip_roles: tuple[str, ...] = ()) -> str:
+    """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1, L0 ones not of
+    the ``skip_roles``) that have no vector for a model; parameters: model, layer, then the
+    skipped roles. Shared by the scan and its count."""
     table = "l1_memories" if layer == "l1" else "l0_messages"
-    active = " AND m.status = 'active'" if layer == "l1" else ""
+    if layer == "l1":
+        only = " AND m.status = 'active'"
+    else:
+        only = f" AND m.role NOT IN ({','.join('?' * len(skip_roles))})" if skip_roles else ""
     return (
         f"FROM {table} m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?"
-        f" AND v.layer = ? AND v.text_hash = m.text_hash){active}"
+        f" AND v.layer = ? AND v.text_hash = m.text_hash){only}"
     )
+
+
+def _role_params(skip_roles: tuple[str, ...]) -> list[Any]:
+    """The parameters ``_without_vector`` takes after model and layer."""
+    return list(skip_roles)
 
 
 class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, MemoryStore):
@@ -586,6 +595,7 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
         limit: int,
         after: int = 0,
         rowids: list[int] | None = None,
+        skip_roles: tuple[str, ...] = (),
     ) -> list[tuple[int, str, str, str]]:
         """Rows of ``layer`` with no vector for ``model``: ``(rowid, scope, text_hash, text)``.
 
@@ -593,7 +603,8 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
         looked at once, however large the table) or those among ``rowids``.
         """
         text = "m.content" if layer == "l1" else _L0_INDEXED_M
-        params: list[Any] = [model, layer]
+        skip = skip_roles if layer == "l0" else ()
+        params: list[Any] = [model, layer, *_role_params(skip)]
         if rowids is not None:
             if not rowids:
                 return []
@@ -607,18 +618,21 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
             self.reader()
             .execute(
                 f"SELECT m.rowid, m.scope, m.text_hash, {text}"
-                f" {_without_vector(layer)}{where} ORDER BY m.rowid LIMIT ?",
+                f" {_without_vector(layer, skip)}{where} ORDER BY m.rowid LIMIT ?",
                 params,
             )
             .fetchall()
         )
         return rows
 
-    def count_missing_vectors(self, layer: str, model: str) -> int:
+    def count_missing_vectors(
+        self, layer: str, model: str, skip_roles: tuple[str, ...] = ()
+    ) -> int:
         """How many rows of ``layer`` have no vector for ``model`` (what a start-up scan of
         :meth:`missing_vectors` has ahead of it)."""
-        sql = f"SELECT count(*) {_without_vector(layer)}"
-        return int(self.reader().execute(sql, (model, layer)).fetchone()[0])
+        skip = skip_roles if layer == "l0" else ()
+        sql = f"SELECT count(*) {_without_vector(layer, skip)}"
+        return int(self.reader().execute(sql, (model, layer, *_role_params(skip))).fetchone()[0])
 
     def save_vectors(
         self, layer: str, model: str, items: list[tuple[int, str, str, np.ndarray]]

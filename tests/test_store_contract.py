@@ -374,6 +374,9 @@ def test_a_vector_scan_can_pass_by_the_roles_a_model_skips(store: Any):
     every = store.count_missing_vectors("l0", model)
     skipping = store.count_missing_vectors("l0", model, skip)
     assert every - skipping >= 1
+    assert store.l0_with_roles(seqs, skip) == {stored[1].seq}
+    assert store.l0_with_roles(seqs, ("user", "assistant")) == people
+    assert store.l0_with_roles(seqs, ()) == set() == store.l0_with_roles([], skip)
     store.record_messages([replace(tool, message_id="m-t1-tool2", content="另一个工具结果")])
     assert store.count_missing_vectors("l0", model, skip) == skipping
     assert store.count_missing_vectors("l0", model) == every + 1

@@ -98,6 +98,12 @@ class MemoryStore(abc.ABC):
     def l0_rows(self, seqs: Iterable[int]) -> dict[int, L0Message]:
         """Messages by sequence number (those that exist)."""
 
+    def l0_with_roles(self, seqs: Iterable[int], roles: tuple[str, ...]) -> set[int]:
+        """Those of the messages ``seqs`` whose role is one of ``roles``. Default: read the whole
+        rows; a backend may read the role alone (a conversation search asks it of every
+        candidate: ``retrieval._tool_results``)."""
+        return {seq for seq, m in self.l0_rows(seqs).items() if m.role in roles}
+
     def l0_sessions(self, seqs: Iterable[int]) -> dict[int, tuple[str, str, str]]:
         """``(scope, session_key, session_id)`` of messages by sequence number. Default: read
         the whole rows; a backend may read the three columns alone."""

@@ -329,6 +329,17 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         )
         return {int(seq): (scope, key, sid or "") for seq, scope, key, sid in cur.fetchall()}
 
+    def l0_with_roles(self, seqs: Iterable[int], roles: tuple[str, ...]) -> set[int]:
+        """The role column alone, not whole rows (see ``l0_sessions``)."""
+        wanted = list(seqs)
+        if not wanted or not roles:
+            return set()
+        cur = self.reader().execute(
+            "SELECT seq FROM l0_messages WHERE seq = ANY(%s) AND role = ANY(%s)",
+            (wanted, list(roles)),
+        )
+        return {int(seq) for (seq,) in cur.fetchall()}
+
     def l0_by_ids(self, ids: list[str]) -> list[L0Message]:
         if not ids:
             return []
@@ -652,8 +663,6 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
     def count_missing_vectors(
         self, layer: str, model: str, skip_roles: tuple[str, ...] = ()
     ) -> int:
-        """How many rows of ``layer`` have no vector for ``model`` (what a start-up scan of
-        :meth:`missing_vectors` has ahead of it)."""
         skip = skip_roles if layer == "l0" else ()
         sql = f"SELECT count(*) {_without_vector(layer, skip)}"
         return int(self.reader().execute(sql, (model, layer, *_role_params(skip))).fetchone()[0])

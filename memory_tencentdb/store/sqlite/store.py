@@ -304,6 +304,25 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
                 out[int(rowid)] = (scope, key, sid or "")
         return out
 
+    def l0_with_roles(self, seqs: Iterable[int], roles: tuple[str, ...]) -> set[int]:
+        """The role column alone, not whole rows (see ``l0_sessions``)."""
+        out: set[int] = set()
+        if not roles:
+            return out
+        for chunk in chunks(list(seqs)):
+            marks = ",".join("?" * len(chunk))
+            found = (
+                self.reader()
+                .execute(
+                    f"SELECT rowid FROM l0_messages WHERE rowid IN ({marks})"
+                    f" AND role IN ({','.join('?' * len(roles))})",
+                    [*chunk, *roles],
+                )
+                .fetchall()
+            )
+            out.update(int(r) for (r,) in found)
+        return out
+
     def l0_by_ids(self, ids: list[str]) -> list[L0Message]:
         """Messages by record id, in the order they were said."""
         out: list[L0Message] = []

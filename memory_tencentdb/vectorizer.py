@@ -221,7 +221,7 @@ class Vectorizer:
         """The one model that embeds captured tool results, when the others skip them (not with
         ``embedding.toolResultsByEveryModel``)."""
         ids = [e.model_id for e in self.embedders]
-        if len(ids) < 2 or getattr(self.cfg, "tool_results_by_every_model", False):
+        if len(ids) < 2 or self.cfg.tool_results_by_every_model:
             return None
         return next((m for m in ids if m.startswith(TOOL_RESULTS_MODEL)), None)
 

@@ -101,7 +101,7 @@ class MemoryStore(abc.ABC):
     def l0_with_roles(self, seqs: Iterable[int], roles: tuple[str, ...]) -> set[int]:
         """Those of the messages ``seqs`` whose role is one of ``roles``. Default: read the whole
         rows; a backend may read the role alone (a conversation search asks it of every
-        candidate: ``retrieval._tool_results``)."""
+        candidate: ``retrieval.retrieve``)."""
         return {seq for seq, m in self.l0_rows(seqs).items() if m.role in roles}
 
     def l0_sessions(self, seqs: Iterable[int]) -> dict[int, tuple[str, str, str]]:

@@ -90,23 +90,20 @@ def _table(layer: str) -> str:
     return "l1_memories" if layer == "l1" else "l0_messages"
 
 
-def _without_vector(layer: str, skip_roles: tuple[str, ...] = ()) -> str:
+def _without_vector(layer: str, model: str, skip_roles: tuple[str, ...]) -> tuple[str, list[Any]]:
     """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1, L0 ones not of
-    the ``skip_roles``) that have no vector for a model; parameters: model, layer, then the
-    skipped roles (one array). Shared by the scan and its count."""
+    the ``skip_roles``) that have no vector for ``model``, and its parameters. Shared by the scan
+    and its count."""
+    roles = skip_roles if layer == "l0" else ()
     if layer == "l1":
         only = " AND m.status = 'active'"
     else:
-        only = " AND m.role <> ALL(%s)" if skip_roles else ""
-    return (
+        only = " AND m.role <> ALL(%s)" if roles else ""
+    sql = (
         f"FROM {_table(layer)} m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = %s"
         f" AND v.layer = %s AND v.text_hash = m.text_hash){only}"
     )
-
-
-def _role_params(skip_roles: tuple[str, ...]) -> list[Any]:
-    """The parameters ``_without_vector`` takes after model and layer (one array, if any)."""
-    return [list(skip_roles)] if skip_roles else []
+    return sql, [model, layer, *([list(roles)] if roles else [])]
 
 
 def session_lock_key(scope: str, session_key: str) -> str:
@@ -638,8 +635,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         skip_roles: tuple[str, ...] = (),
     ) -> list[tuple[int, str, str, str]]:
         text = "m.content" if layer == "l1" else _L0_INDEXED_M
-        skip = skip_roles if layer == "l0" else ()
-        params: list[Any] = [model, layer, *_role_params(skip)]
+        without, params = _without_vector(layer, model, skip_roles)
         if rowids is not None:
             if not rowids:
                 return []
@@ -653,7 +649,7 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
             self.reader()
             .execute(
                 f"SELECT m.seq, m.scope, m.text_hash, {text}"
-                f" {_without_vector(layer, skip)}{where} ORDER BY m.seq LIMIT %s",
+                f" {without}{where} ORDER BY m.seq LIMIT %s",
                 params,
             )
             .fetchall()
@@ -663,9 +659,8 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
     def count_missing_vectors(
         self, layer: str, model: str, skip_roles: tuple[str, ...] = ()
     ) -> int:
-        skip = skip_roles if layer == "l0" else ()
-        sql = f"SELECT count(*) {_without_vector(layer, skip)}"
-        return int(self.reader().execute(sql, (model, layer, *_role_params(skip))).fetchone()[0])
+        without, params = _without_vector(layer, model, skip_roles)
+        return int(self.reader().execute(f"SELECT count(*) {without}", params).fetchone()[0])
 
     def save_vectors(
         self, layer: str, model: str, items: list[tuple[int, str, str, np.ndarray]]

@@ -75,24 +75,21 @@ _L0_INDEXED = "CASE WHEN speaker != '' THEN speaker || ': ' || content ELSE cont
 _L0_INDEXED_M = "CASE WHEN m.speaker != '' THEN m.speaker || ': ' || m.content ELSE m.content END"
 
 
-def _without_vector(layer: str, skip_roles: tuple[str, ...] = ()) -> str:
+def _without_vector(layer: str, model: str, skip_roles: tuple[str, ...]) -> tuple[str, list[Any]]:
     """``FROM … WHERE …`` of the rows of ``layer`` (``m``; active ones for L1, L0 ones not of
-    the ``skip_roles``) that have no vector for a model; parameters: model, layer, then the
-    skipped roles. Shared by the scan and its count."""
+    the ``skip_roles``) that have no vector for ``model``, and its parameters. Shared by the scan
+    and its count."""
     table = "l1_memories" if layer == "l1" else "l0_messages"
+    roles = skip_roles if layer == "l0" else ()
     if layer == "l1":
         only = " AND m.status = 'active'"
     else:
-        only = f" AND m.role NOT IN ({','.join('?' * len(skip_roles))})" if skip_roles else ""
-    return (
+        only = f" AND m.role NOT IN ({','.join('?' * len(roles))})" if roles else ""
+    sql = (
         f"FROM {table} m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?"
         f" AND v.layer = ? AND v.text_hash = m.text_hash){only}"
     )
-
-
-def _role_params(skip_roles: tuple[str, ...]) -> list[Any]:
-    """The parameters ``_without_vector`` takes after model and layer."""
-    return list(skip_roles)
+    return sql, [model, layer, *roles]
 
 
 class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, MemoryStore):
@@ -622,8 +619,7 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
         looked at once, however large the table) or those among ``rowids``.
         """
         text = "m.content" if layer == "l1" else _L0_INDEXED_M
-        skip = skip_roles if layer == "l0" else ()
-        params: list[Any] = [model, layer, *_role_params(skip)]
+        without, params = _without_vector(layer, model, skip_roles)
         if rowids is not None:
             if not rowids:
                 return []
@@ -637,7 +633,7 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
             self.reader()
             .execute(
                 f"SELECT m.rowid, m.scope, m.text_hash, {text}"
-                f" {_without_vector(layer, skip)}{where} ORDER BY m.rowid LIMIT ?",
+                f" {without}{where} ORDER BY m.rowid LIMIT ?",
                 params,
             )
             .fetchall()
@@ -649,9 +645,8 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
     ) -> int:
         """How many rows of ``layer`` have no vector for ``model`` (what a start-up scan of
         :meth:`missing_vectors` has ahead of it)."""
-        skip = skip_roles if layer == "l0" else ()
-        sql = f"SELECT count(*) {_without_vector(layer, skip)}"
-        return int(self.reader().execute(sql, (model, layer, *_role_params(skip))).fetchone()[0])
+        without, params = _without_vector(layer, model, skip_roles)
+        return int(self.reader().execute(f"SELECT count(*) {without}", params).fetchone()[0])
 
     def save_vectors(
         self, layer: str, model: str, items: list[tuple[int, str, str, np.ndarray]]

@@ -28,9 +28,10 @@ hosts:
 # cores are busy 84% of the run. Three keep them 92-99% busy and the SQLite run ~10% shorter
 # (bench/RESULTS.md "Session 20"). Then the tests that time a host's turn failed now and then
 # against a baseline turn run a minute earlier, under another load; they now time an ordinary
-# turn before and after (bench/RESULTS.md "Session 22").
+# turn before and after (bench/RESULTS.md "Session 22"). --no-loadscope-reorder: files run in
+# collection order, the real-host files first (tests/conftest.py says why).
 TEST_WORKERS ?= 3
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # --durations: the slowest tests are listed in every CI log (where the time goes).
 # The second run: the gateway suites marked both_backends again, on a real PostgreSQL +

@@ -137,15 +137,16 @@ class OpenClawHome:
         )
 
     def install_plugin(self, plugin_dir: Path, plugin_id: str, config: dict | None = None) -> None:
-        """Link a plugin folder and grant it the conversation hooks, as a user would."""
-        done = self.run(
-            "plugins", "install", "-l", str(plugin_dir), "--force", "--accept-capabilities"
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"plugins install failed:\n{done.stdout}\n{done.stderr}")
-        # One file edit instead of several `config set` calls: each CLI start costs seconds.
+        """Link a plugin folder and grant it the conversation hooks, as a user would, in one file
+        edit: the load path ``openclaw plugins install -l DIR`` adds, then the entry. The CLI
+        command costs ~5 CPU-s per home; it runs for real wherever scripts/install-openclaw.sh is
+        tested, and test_install_offload.py checks that it writes this same load path."""
         cfg = self.read_config()
-        entry = cfg.setdefault("plugins", {}).setdefault("entries", {}).setdefault(plugin_id, {})
+        plugins = cfg.setdefault("plugins", {})
+        paths = plugins.setdefault("load", {}).setdefault("paths", [])
+        if str(plugin_dir) not in paths:
+            paths.append(str(plugin_dir))
+        entry = plugins.setdefault("entries", {}).setdefault(plugin_id, {})
         entry["enabled"] = True
         entry.setdefault("hooks", {})["allowConversationAccess"] = True
         if config is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.openclaw.harness import OpenClawHome, require_openclaw
+from tests.openclaw.harness import BRIDGE_DIR, OpenClawHome, require_openclaw
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_ID = "memory-tencentdb"
@@ -44,11 +44,16 @@ def state(home: OpenClawHome) -> tuple[str | None, dict, dict]:
     return plugins.get("slots", {}).get("contextEngine"), entry, entry.get("config", {})
 
 
-Step = tuple[subprocess.CompletedProcess[str], tuple[str | None, dict, dict]]
+def load_paths(home: OpenClawHome) -> list[str]:
+    return home.read_config().get("plugins", {}).get("load", {}).get("paths", [])
+
+
+# What the script printed, what it left (slot, entry, entry config), the plugin load paths.
+Step = tuple[subprocess.CompletedProcess[str], tuple[str | None, dict, dict], list[str]]
 
 
 def play(home: OpenClawHome, steps: list[tuple[str, ...]]) -> list[Step]:
-    return [(install(home, *flags), state(home)) for flags in steps]
+    return [(install(home, *flags), state(home), load_paths(home)) for flags in steps]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +72,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[St
 
 
 def test_offload_sets_slot_entry_and_flag_and_keeps_the_previous_slot(runs) -> None:
-    done, (slot, entry, config) = runs["chosen"][0]
+    done, (slot, entry, config), _ = runs["chosen"][0]
     assert "Context offload is on" in done.stdout
     assert slot == PLUGIN_ID
     assert entry["enabled"] is True
@@ -81,7 +86,7 @@ def test_offload_again_changes_nothing(runs) -> None:
 
 
 def test_no_offload_restores_the_previous_slot(runs) -> None:
-    done, (slot, entry, config) = runs["chosen"][2]
+    done, (slot, entry, config), _ = runs["chosen"][2]
     assert "back to legacy" in done.stdout
     assert slot == "legacy"
     assert config["offload"] == {"enabled": False, "previousSlot": ""}
@@ -89,7 +94,14 @@ def test_no_offload_restores_the_previous_slot(runs) -> None:
 
 
 def test_without_a_slot_before_the_slot_key_goes_away_again(runs) -> None:
-    (_, first), (_, (slot, _entry, config)) = runs["plain"]
+    (_, first, _), (_, (slot, _entry, config), _) = runs["plain"]
     assert first[0] == PLUGIN_ID
     assert config["offload"] == {"enabled": True, "previousSlot": ""}
     assert slot is None, "no slot key before, none after"
+
+
+def test_the_link_is_the_load_path_the_harness_writes(runs) -> None:
+    """tests/openclaw/harness.py links plugins by writing this path itself (no CLI start)."""
+    for name, steps in runs.items():
+        for _done, _state, paths in steps:
+            assert paths == [str(BRIDGE_DIR)], (name, paths)

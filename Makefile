@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # Host installs for the end-to-end tests live outside the repository.
 TEST_CACHE ?= $(HOME)/.cache/memory-tencentdb-test
 
-.PHONY: install run test test-fast lint typecheck format hosts bench
+.PHONY: install bytecode run test test-fast lint typecheck format hosts bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-run: install
+# Our modules' bytecode, compiled ahead (only what changed). Python writes it on first import,
+# except where PYTHONDONTWRITEBYTECODE is set, as on the CI machine: there every process compiled
+# the ~130 modules it imports from source again, ~0.15 CPU-s per gateway start (~190 per run).
+bytecode: install
+	$(PY) -m compileall -q memory_tencentdb hermes_plugin tests
+
+run: install bytecode
 	$(VENV)/bin/memory-tencentdb serve
 
 hosts:
@@ -39,13 +45,13 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 # exercise sharing (team scopes, recall and forget across scopes) and the one that found a
 # PostgreSQL-only bug. The store itself is held on both backends in the first run
 # (tests/test_store_contract.py), and the two-gateway tests run on PostgreSQL there too.
-test: install lint typecheck hosts
+test: install lint typecheck hosts bytecode
 	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q $(PYTEST_PARALLEL) --durations=25
 	TDAI_TEST_STORE_BACKEND=postgres $(VENV)/bin/pytest -q $(PYTEST_PARALLEL) -m both_backends
 
 # The quick loop: unit tests and the in-process route tests; no gateway process, no host
 # (tests that start one are marked slow at collection, tests/conftest.py).
-test-fast: install
+test-fast: install bytecode
 	TEST_CACHE=$(TEST_CACHE) $(VENV)/bin/pytest -q $(PYTEST_PARALLEL) -m "not slow"
 
 lint: install

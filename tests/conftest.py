@@ -62,17 +62,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Tests that start gateway processes or hosts are ``slow``. With
     ``TDAI_TEST_STORE_BACKEND=postgres``, tests of SQLite-only features are skipped.
 
-    Files run longest first (the Makefile keeps this order with ``--no-loadscope-reorder``):
-    the ones that drive a real host, then the ones that start processes, then the rest, each
-    group in its own order. A host file takes one to three minutes with few tests, so
-    pytest-xdist's default order (files with the most tests first) left them to the end, where
-    one alone stretched a parallel run: its last ~100 s (of 1,005 s, 3 workers, 2 cores) used
-    ~70% of the CPU; host files first, the last ~50 s (of 952 s) still used ~55%."""
+    The order files run in (the Makefile keeps it with ``--no-loadscope-reorder``): the ones that
+    drive a real host, as collected; then the others that start processes, most tests first
+    (pytest-xdist's own order); then the rest. A host file takes one to three minutes with few
+    tests, so xdist's order left them to the end, where one alone stretched a parallel run (the
+    last ~100 s of 1,005 at ~70% CPU, 3 workers on 2 cores); host files first: 952 s, and with
+    the gateway files after them 890 s. Longest first by measured file durations was worse (985
+    s): the heaviest OpenClaw and gateway files then ran together and each took longer, while
+    host files first overlap OpenClaw's CPU with Hermes' waiting (bench/RESULTS.md "Session 23").
+    """
     for item in items:
         if _starts_processes(item):
             item.add_marker(pytest.mark.slow)
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: (not _drives_a_host(item), item.path not in slow_files))
+    tests_in = Counter(item.path for item in items)
+
+    def group(item: pytest.Item) -> tuple[int, int]:
+        if _drives_a_host(item):
+            return (0, 0)
+        if item.path in slow_files:
+            return (1, -tests_in[item.path])
+        return (2, 0)
+
+    items.sort(key=group)  # stable: a file's tests, and files of a rank, keep their order
     if postgres.backend_under_test() != "postgres":
         return
     for item in items:

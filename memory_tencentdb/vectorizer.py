@@ -583,15 +583,27 @@ class Vectorizer:
         ]
 
     def _embed_rows(self, emb: Embedder, layer: str, rows: list[tuple[int, str, str, str]]) -> None:
-        texts = [for_embedding(layer, text) for _, _, _, text in rows]
+        """Vectors for ``rows``, stored and indexed. A text the model already has a vector for
+        (stored under its hash: the same memory in another scope, a message said again, a
+        replayed session) is not embedded again: that vector is what a restart would index for
+        the row anyway. Each new text is embedded once, however often the batch holds it."""
+        have = self.store.stored_vectors(layer, emb.model_id, [h for _, _, h, _ in rows])
+        dim = getattr(emb, "dim", 0)
+        if dim:  # a vector of another size is no vector of this model
+            have = {h: v for h, v in have.items() if v.shape == (dim,)}
+        todo: dict[str, str] = {}
+        for _, _, h, text in rows:
+            if h not in have and h not in todo:
+                todo[h] = for_embedding(layer, text)
+        texts = list(todo.values())
         parts: list[np.ndarray] = []
         for start in range(0, len(texts), SUB_BATCH):
             self._yield_to_queries()
             parts.append(self._embed(emb, texts[start : start + SUB_BATCH]))
-        vecs: np.ndarray | list[np.ndarray] = np.concatenate(parts) if parts else []
+        if parts:
+            have.update(zip(todo, np.concatenate(parts), strict=True))
         items = [
-            (rowid, scope, h, np.asarray(vec, dtype=np.float32))
-            for (rowid, scope, h, _), vec in zip(rows, vecs, strict=True)
+            (rowid, scope, h, np.asarray(have[h], dtype=np.float32)) for rowid, scope, h, _ in rows
         ]
         self.store.save_vectors(layer, emb.model_id, items)
         if in_background():

@@ -354,6 +354,26 @@ def test_vectors_are_stored_indexed_and_searched(store: Any):
     assert m1.seq not in [seq for seq, _ in index.search(scope, vecs[m1.seq], 2)]
 
 
+def test_stored_vectors_are_found_by_text_for_any_row(store: Any):
+    """A text's vector, once stored, answers for every row with that text (another scope, the
+    same words said again): the vectorizer reuses it instead of running the model again."""
+    model = f"contract-{uuid.uuid4().hex[:6]}"
+    a, b = _scope(), _scope()
+    first = store.write_memory(_memory(a, "同一句话 the same words"))
+    again = store.write_memory(_memory(b, "同一句话 the same words"))
+    other = store.write_memory(_memory(b, "something else"))
+    assert first.text_hash == again.text_hash != other.text_hash
+    assert store.stored_vectors("l1", model, [first.text_hash]) == {}
+    vec = np.arange(8, dtype=np.float32) / 10
+    store.save_vectors("l1", model, [(first.seq, a, first.text_hash, vec)])
+    found = store.stored_vectors("l1", model, [again.text_hash, other.text_hash, "no-such"])
+    assert list(found) == [again.text_hash]
+    assert np.array_equal(found[again.text_hash], vec)
+    assert store.stored_vectors("l0", model, [first.text_hash]) == {}, "layers are apart"
+    assert store.stored_vectors("l1", "another-model", [first.text_hash]) == {}
+    assert store.stored_vectors("l1", model, []) == {}
+
+
 def test_a_vector_scan_can_pass_by_the_roles_a_model_skips(store: Any):
     """``skip_roles``: L0 rows of those roles are in no scan, by rows or resumed, nor in its
     count; what people said is, and a scan without it still asks for every row."""

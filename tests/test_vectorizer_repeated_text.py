@@ -72,8 +72,21 @@ def test_wait_embedded_covers_rows_whose_text_is_already_embedded(engine: Engine
         scores = store.index("l1", emb.model_id).score_rows("s1", np.zeros((1, emb.dim)), first)
         assert not np.isnan(scores).any(), emb.model_id
 
+    # The same texts in s2 reuse the stored vectors: no s2 text reaches a model.
+    seen: list[str] = []
+    for emb in vec.embedders:
+        model_embed = emb.embed
+
+        def counted(batch: list[str], _embed=model_embed) -> np.ndarray:
+            seen.extend(batch)
+            return _embed(batch)
+
+        emb.embed = counted  # type: ignore[method-assign]
     second = _write(engine, "s2", texts)
     assert vec.wait_embedded("s2", 120)
+    for emb in vec.embedders:
+        del emb.embed  # the instance attribute; the model's own method again
+    assert seen == [], f"{len(seen)} texts embedded again, e.g. {seen[:2]}"
     # Right after it returned: every s2 row is in s2's index of every model.
     for emb in vec.embedders:
         index = store.index("l1", emb.model_id)

@@ -257,6 +257,13 @@ class MemoryStore(abc.ABC):
         """Store vectors ``(seq, scope, text_hash, vector)`` and add them to the open index."""
 
     @abc.abstractmethod
+    def stored_vectors(
+        self, layer: str, model: str, text_hashes: list[str]
+    ) -> dict[str, np.ndarray]:
+        """The vectors ``model`` already has for these texts (by ``text_hash``), whichever row
+        they were made for: the same text in another scope, or said again, needs no model."""
+
+    @abc.abstractmethod
     def vector_counts(self) -> dict[str, int]:
         """Stored vectors per model id."""
 

@@ -681,6 +681,18 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
         if index is not None:
             index.add([(seq, scope, vec) for seq, scope, _, vec in items])
 
+    def stored_vectors(
+        self, layer: str, model: str, text_hashes: list[str]
+    ) -> dict[str, np.ndarray]:
+        if not text_hashes:
+            return {}
+        rows = self.reader().execute(
+            "SELECT text_hash, vector FROM vectors WHERE model = %s AND layer = %s"
+            " AND text_hash = ANY(%s)",
+            (model, layer, sorted(set(text_hashes))),
+        )
+        return {h: np.frombuffer(blob, dtype="<f4") for h, blob in rows.fetchall()}
+
     def vector_counts(self) -> dict[str, int]:
         rows = self.reader().execute("SELECT model, count(*) FROM vectors GROUP BY model")
         return {model: int(n) for model, n in rows.fetchall()}

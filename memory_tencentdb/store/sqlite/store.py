@@ -668,6 +668,22 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
         if index is not None:
             index.add([(rowid, scope, vec) for rowid, scope, _, vec in items])
 
+    def stored_vectors(
+        self, layer: str, model: str, text_hashes: list[str]
+    ) -> dict[str, np.ndarray]:
+        wanted = sorted(set(text_hashes))
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(wanted), 500):  # under SQLite's bound-parameter limit
+            part = wanted[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows = self.reader().execute(
+                "SELECT text_hash, vector FROM vectors WHERE model = ? AND layer = ?"
+                f" AND text_hash IN ({marks})",
+                (model, layer, *part),
+            )
+            found.update((h, np.frombuffer(blob, dtype="<f4")) for h, blob in rows)
+        return found
+
     def vector_counts(self) -> dict[str, int]:
         """Stored vectors per model id, old models included (they are never dropped)."""
         rows = self.reader().execute("SELECT model, count(*) FROM vectors GROUP BY model")

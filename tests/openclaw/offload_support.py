@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -233,22 +232,30 @@ def _json(raw: bytes) -> Any:
         return raw.decode("utf-8", "replace")
 
 
-def install_offload(home: Any, gateway: Any, scope: str) -> dict[str, Any]:
-    """``scripts/install-openclaw.sh --offload`` into ``home``, pointed at ``gateway``, as a
-    user would run it; checks OpenClaw's default (Tool Search on) was kept and sets the bridge's
-    scope. Answers the config, for the caller to adjust and write."""
-    from tests.openclaw.harness import BRIDGE_ID, REPO
+def script_offload_config(port: int, data_dir: str | None) -> dict[str, Any]:
+    """The entry ``scripts/install-openclaw.sh --offload --port P [--data-dir D]`` writes into a
+    home with no slot of its own (test_install_offload.py holds the two equal)."""
+    config: dict[str, Any] = {"port": port}
+    if data_dir is not None:
+        config["dataDir"] = data_dir
+    config["offload"] = {"enabled": True, "previousSlot": ""}
+    return config
 
-    installed = subprocess.run(
-        [
-            "bash", str(REPO / "scripts" / "install-openclaw.sh"), "--offload",
-            "--port", str(gateway.port), "--data-dir", str(gateway.data_dir),
-        ],
-        env={**home.env(), "OPENCLAW": home.cli_command()},
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+
+def install_offload(home: Any, gateway: Any, scope: str) -> dict[str, Any]:
+    """What ``scripts/install-openclaw.sh --offload`` writes into ``home``, pointed at
+    ``gateway``: the load path, the entry and the context-engine slot, in one file edit. The
+    script's own run costs ~15 CPU-s (three OpenClaw CLI starts); it runs for real in
+    test_install_offload.py, which checks it writes exactly this, and where the installer itself
+    is under test (test_e2e_openclaw_offload.py's "on" home, test_e2e_openclaw.py). Checks
+    OpenClaw's default (Tool Search on) is kept and sets the bridge's scope. Answers the config,
+    for the caller to adjust and write."""
+    from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID
+
+    config = script_offload_config(gateway.port, str(gateway.data_dir))
+    home.install_plugin(BRIDGE_DIR, BRIDGE_ID, config)
     cfg = home.read_config()
+    cfg["plugins"].setdefault("slots", {})["contextEngine"] = BRIDGE_ID
     assert "toolSearch" not in (cfg.get("tools") or {}), "OpenClaw's default: Tool Search on"
     cfg["plugins"]["entries"][BRIDGE_ID]["config"]["scope"] = scope
     home.write_config(cfg)

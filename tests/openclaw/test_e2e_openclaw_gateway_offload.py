@@ -3,8 +3,8 @@
 gets the turn run inside the Gateway process, where the plugin, its context engine and its tools
 were loaded once at Gateway start.
 
-OpenClaw 2026.9.x in its default configuration (Tool Search on), installed with
-``scripts/install-openclaw.sh --offload``; ``openclaw gateway run`` (loopback, token auth) and one
+OpenClaw 2026.9.x in its default configuration (Tool Search on), with the config
+``scripts/install-openclaw.sh --offload`` writes (``install_offload``); ``openclaw gateway run`` (loopback, token auth) and one
 ``openclaw agent`` turn through it (no ``--local``): a 20 KB en ``read`` and 17,000 zh characters
 through ``exec cat``, then the model reads each back by the name its stub gives (following every
 page), then answers. What must hold: every request carries the turn's user message; both results

@@ -4,7 +4,7 @@ replayed as real turns (the OpenClaw half of tests/hermes/test_hermes_offload_re
 The three SWE-agent / CTF sessions of the Hermes replay (bench/hermes_offload_bench.SWE_QUICK,
 our DEV data), chained in one OpenClaw session: each recorded user message is one
 ``openclaw agent --local`` run, each recorded tool call a real ``exec cat`` printing the recorded
-output, installed with ``scripts/install-openclaw.sh --offload`` (Tool Search on), a 40k-token
+output, with the config ``scripts/install-openclaw.sh --offload`` writes (``install_offload``; Tool Search on), a 40k-token
 model window (OpenClaw hands the engine the window minus its 16k reserve), our own gateway.
 Then a fourth turn reads every stubbed result back by the name its stub gives. What the fake
 model received must show:

@@ -1,6 +1,7 @@
 """Read-back and parity in the real OpenClaw 2026.9.x in its default configuration (issue 21,
-items 3 and 4): Tool Search on (``tools.toolSearch`` unset), installed with
-``scripts/install-openclaw.sh --offload``, a tool-using fake model and our gateway.
+items 3 and 4): Tool Search on (``tools.toolSearch`` unset), the config
+``scripts/install-openclaw.sh --offload`` writes (``install_offload``), a tool-using fake model
+and our gateway.
 
 Turn 1 (``agent --local``): four large outputs (a 20 KB en ``read``, 17,000 zh characters and a
 45 KB en log through ``exec cat``, a 7,000-character zh/en ``read``), then the model reads each

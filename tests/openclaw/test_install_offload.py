@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.openclaw.harness import BRIDGE_DIR, OpenClawHome, require_openclaw
+from tests.openclaw.offload_support import script_offload_config
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_ID = "memory-tencentdb"
@@ -48,12 +49,16 @@ def load_paths(home: OpenClawHome) -> list[str]:
     return home.read_config().get("plugins", {}).get("load", {}).get("paths", [])
 
 
-# What the script printed, what it left (slot, entry, entry config), the plugin load paths.
-Step = tuple[subprocess.CompletedProcess[str], tuple[str | None, dict, dict], list[str]]
+# What the script printed, what it left (slot, entry, entry config), the plugin load paths, the
+# whole plugins section.
+Step = tuple[subprocess.CompletedProcess[str], tuple[str | None, dict, dict], list[str], dict]
 
 
 def play(home: OpenClawHome, steps: list[tuple[str, ...]]) -> list[Step]:
-    return [(install(home, *flags), state(home), load_paths(home)) for flags in steps]
+    return [
+        (install(home, *flags), state(home), load_paths(home), home.read_config()["plugins"])
+        for flags in steps
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +77,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, list[St
 
 
 def test_offload_sets_slot_entry_and_flag_and_keeps_the_previous_slot(runs) -> None:
-    done, (slot, entry, config), _ = runs["chosen"][0]
+    done, (slot, entry, config), *_ = runs["chosen"][0]
     assert "Context offload is on" in done.stdout
     assert slot == PLUGIN_ID
     assert entry["enabled"] is True
@@ -86,7 +91,7 @@ def test_offload_again_changes_nothing(runs) -> None:
 
 
 def test_no_offload_restores_the_previous_slot(runs) -> None:
-    done, (slot, entry, config), _ = runs["chosen"][2]
+    done, (slot, entry, config), *_ = runs["chosen"][2]
     assert "back to legacy" in done.stdout
     assert slot == "legacy"
     assert config["offload"] == {"enabled": False, "previousSlot": ""}
@@ -94,14 +99,25 @@ def test_no_offload_restores_the_previous_slot(runs) -> None:
 
 
 def test_without_a_slot_before_the_slot_key_goes_away_again(runs) -> None:
-    (_, first, _), (_, (slot, _entry, config), _) = runs["plain"]
+    (_, first, *_), (_, (slot, _entry, config), *_) = runs["plain"]
     assert first[0] == PLUGIN_ID
     assert config["offload"] == {"enabled": True, "previousSlot": ""}
     assert slot is None, "no slot key before, none after"
 
 
+def test_offload_writes_what_the_harness_writes(runs, tmp_path: Path) -> None:
+    """tests/openclaw/offload_support.install_offload writes the script's result itself (no CLI
+    start) for the homes of the offload tests: the same plugins section, key for key."""
+    _done, _state, _paths, plugins = runs["plain"][0]
+    home = OpenClawHome(require_openclaw(), tmp_path / "harness", "http://127.0.0.1:9/v1")
+    home.install_plugin(BRIDGE_DIR, PLUGIN_ID, script_offload_config(18999, None))
+    cfg = home.read_config()
+    cfg["plugins"].setdefault("slots", {})["contextEngine"] = PLUGIN_ID
+    assert cfg["plugins"] == plugins
+
+
 def test_the_link_is_the_load_path_the_harness_writes(runs) -> None:
     """tests/openclaw/harness.py links plugins by writing this path itself (no CLI start)."""
     for name, steps in runs.items():
-        for _done, _state, paths in steps:
+        for _done, _state, paths, _plugins in steps:
             assert paths == [str(BRIDGE_DIR)], (name, paths)

@@ -17,7 +17,7 @@ import os
 import sys
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,10 @@ SUB_BATCH = 8
 # How long the loop holds back for queries before it takes its next chunk anyway (a steady
 # flood of queries must not stop the backlog).
 YIELD_S = 0.25
+# Query vectors kept, the most recently used: one recall embeds its query once per scope it
+# reads (a team's scopes, then the user's), a search once per scope, and a host may recall the
+# same words again (a retried or resumed turn). ~2 KB each.
+QUERY_CACHE = 256
 # How much lower the fill loop's CPU priority is than the request threads' (Linux nice levels,
 # per thread): a backlog of thousands of rows takes a core for minutes, and captures and
 # queries must not queue behind it for the CPU.
@@ -123,6 +127,8 @@ class Vectorizer:
         self.last_error: str | None = None
         self.last_query_error: tuple[float, str] | None = None
         self._query_error_logged = 0.0
+        self._query_vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._query_vectors_lock = threading.Lock()
         self.pending = 0
         # Per model: the reference questions' vectors (the relevance cut's null model), in the
         # order of REFERENCE_QUERIES; ``reference_chinese`` says which of them are Chinese.
@@ -633,7 +639,23 @@ class Vectorizer:
 
     def embed_query_with(self, emb: Any, text: str) -> np.ndarray:
         """A query vector from one model; failures are logged (once a minute) and kept for
-        ``/health`` before they propagate, so a degraded recall is never silent."""
+        ``/health`` before they propagate, so a degraded recall is never silent. The same text
+        in the same model is embedded once while it is among the last ``QUERY_CACHE``."""
+        key = (emb.model_id, text)
+        with self._query_vectors_lock:
+            known = self._query_vectors.get(key)
+            if known is not None:
+                self._query_vectors.move_to_end(key)
+                return known
+        vec = self._embed_query(emb, text)
+        vec.flags.writeable = False  # shared by every recall of these words
+        with self._query_vectors_lock:
+            self._query_vectors[key] = vec
+            while len(self._query_vectors) > QUERY_CACHE:
+                self._query_vectors.popitem(last=False)
+        return vec
+
+    def _embed_query(self, emb: Any, text: str) -> np.ndarray:
         background = in_background()
         if not background:  # the fill loop lets it go first
             with self._no_queries:

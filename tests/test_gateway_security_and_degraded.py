@@ -137,11 +137,16 @@ def test_remote_embeddings_and_their_failure(start_app_gateway, scope: str):
         assert emb_requests[0]["_headers"]["authorization"] == "Bearer emb-key"
         assert health["embedding"]["state"] == "ready"
         assert body["strategy"] == "hybrid" and body["memory_count"] == 1
-        # The embedding service fails now: recall degrades to keyword, and says so.
+        # The embedding service fails now: recall of new words degrades to keyword, and says
+        # so; words already embedded keep their vector (the gateway's query cache).
         fake.embedding_failure = 503
         with gw.client() as c:
-            body = c.post(
+            cached = c.post(
                 "/recall", json={"query": "favourite colour", "session_key": "s", "scope": scope}
+            ).json()
+            body = c.post(
+                "/recall",
+                json={"query": "favourite colour again", "session_key": "s", "scope": scope},
             ).json()
             c.post(
                 "/capture",
@@ -160,6 +165,7 @@ def test_remote_embeddings_and_their_failure(start_app_gateway, scope: str):
                 if any("background embedding" in d for d in health["degraded"]):
                     break
                 time.sleep(0.2)
+        assert cached["strategy"] == "hybrid" and cached["memory_count"] == 1
         assert body["strategy"] == "keyword" and body["memory_count"] == 1
         assert health["status"] == "degraded"
         assert any("query embedding failing" in d for d in health["degraded"])

@@ -145,3 +145,36 @@ def test_a_repeated_text_written_while_the_indexes_are_built_is_indexed(tmp_path
             assert not np.isnan(scores).any(), f"{emb.model_id}: the s2 copy is in no index"
     finally:
         eng.close()
+
+
+@pytest.mark.slow  # loads the models
+def test_a_query_is_embedded_once_per_model_across_scopes_and_recalls(engine: Engine) -> None:
+    """A recall reads each scope it may (a team's, then the user's), each with the same words;
+    a host may send the same words again. The model runs once per query text."""
+    from memory_tencentdb.retrieval import retrieve
+
+    texts = _texts()[:6]
+    rows = {scope: _write(engine, scope, texts) for scope in ("team", "me")}
+    vec = engine.vectorizer
+    assert vec.wait_embedded("team", 120) and vec.wait_embedded("me", 120)
+    seen: list[str] = []
+    for emb in vec.embedders:
+        model_embed = emb.embed
+
+        def counted(batch: list[str], _embed=model_embed) -> np.ndarray:
+            seen.extend(batch)
+            return _embed(batch)
+
+        emb.embed = counted  # type: ignore[method-assign]
+    query = "收集邮票的爱好 / a hobby of collecting stamps"
+    found = [
+        retrieve(engine.store, vec, "l1", scope, query, "hybrid", depth=3)
+        for _ in range(2)
+        for scope in ("team", "me")
+    ]
+    for emb in vec.embedders:
+        del emb.embed
+    assert len(seen) == len(vec.embedders), seen
+    for hits, scope in zip(found, ["team", "me"] * 2, strict=True):
+        assert hits.vector and {r for r, _ in hits.ranked} <= set(rows[scope])
+    assert found[0].ranked == found[2].ranked and found[1].ranked == found[3].ranked

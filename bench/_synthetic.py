@@ -237,10 +237,19 @@ def gen_facts(n: int, seed: int = 1) -> list[dict]:
     return out
 
 
-def gen_queries(n: int, seed: int = 7) -> list[str]:
-    """Recall queries from their own templates (paraphrases and keywords, not fact texts)."""
+def gen_queries(n: int, seed: int = 7, distinct: bool = False) -> list[str]:
+    """Recall queries from their own templates (paraphrases and keywords, not fact texts).
+    ``distinct``: no query twice (the templates give ~620), for latency figures that must not
+    count the gateway's query-vector cache (200 plain draws hold 104 distinct queries)."""
     r = random.Random(seed)
-    return [r.choice(QUERY_TEMPLATES)(r) for _ in range(n)]
+    if not distinct:
+        return [r.choice(QUERY_TEMPLATES)(r) for _ in range(n)]
+    out: dict[str, None] = {}
+    for _ in range(100 * n):
+        out.setdefault(r.choice(QUERY_TEMPLATES)(r))
+        if len(out) == n:
+            break
+    return list(out)
 
 
 def gen_turn(r: random.Random) -> tuple[str, str]:

@@ -190,7 +190,8 @@ def capture_figures(backend: str, tmp: Path, pg: Postgres | None, n_seq: int, n_
 def recall_figures(
     backend: str, tmp: Path, pg: Postgres | None, size: str, n_l1: int, n: int
 ) -> dict:
-    queries = syn.gen_queries(400)
+    # Distinct: a repeated query is answered from the gateway's query-vector cache.
+    queries = syn.gen_queries(400, distinct=True)
     data = tmp / f"recall-{backend}-{size}" / "data"
     out: dict = {}
     env: dict[str, str] = {}

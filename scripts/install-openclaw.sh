@@ -14,7 +14,7 @@
 # (plugins.slots.contextEngine = memory-tencentdb; the slot it replaces is kept in the entry as
 # offload.previousSlot). --offload-no-slot: offload on without the slot (stubs for large tool
 # results, the task canvas once per turn). --no-offload: offload off, the previous slot back.
-# Safe to run again: an already-installed plugin is relinked and keeps its settings.
+# Safe to run again: the plugin keeps its settings (the offload switches skip the relink if linked).
 # Set OPENCLAW to the command to use (default: `openclaw` on PATH).
 set -euo pipefail
 
@@ -50,7 +50,8 @@ json_string() {  # a shell value as a JSON string literal
 }
 
 plugin_strings() {  # $1: `config get plugins --json` output; then dotted paths under plugins.
-  # Each path's string value on a line of its own ("" when unset or not a string). One OpenClaw
+  # Each path's string value on a line of its own ("" when unset or not a string); "@linked:DIR"
+  # answers "yes" when DIR is a plugin load path and our entry exists. One OpenClaw
   # start for every value the script needs (each start costs seconds of CPU); node, which
   # OpenClaw runs on, reads the JSON.
   local json="$1"; shift
@@ -59,7 +60,14 @@ plugin_strings() {  # $1: `config get plugins --json` output; then dotted paths 
     const start = text.search(/^\{/m);  // any notice lines before the JSON
     let root = {};
     try { root = start < 0 ? {} : JSON.parse(text.slice(start)); } catch { root = {}; }
+    const id = "'"$PLUGIN_ID"'";
     for (const path of process.argv.slice(1)) {
+      if (path.startsWith("@linked:")) {  // "yes": this folder is a load path and the entry exists
+        const paths = (root.load && root.load.paths) || [];
+        const entry = root.entries && root.entries[id];
+        console.log(Array.isArray(paths) && paths.includes(path.slice(8)) && entry ? "yes" : "");
+        continue;
+      }
       const v = path.split(".").reduce((o, k) => (o && typeof o === "object" ? o[k] : undefined), root);
       console.log(typeof v === "string" ? v.replace(/[\r\n]/g, " ") : "");
     }' "$@"
@@ -94,18 +102,30 @@ if [ -n "$auto_start" ]; then
   fi
 fi
 
-# Non-interactive installs need --force (local source) and --accept-capabilities (consent).
-echo "linking $bridge"
-"${openclaw[@]}" plugins install -l "$bridge" --force --accept-capabilities
+# The offload switches read the plugins section first (the slot to keep or give back); it also
+# says whether this checkout is linked already, so switching offload on and off costs no relink
+# (a third OpenClaw start, ~9 CPU-s).
+linked=""
+if [ -n "$offload" ]; then
+  plugins_json="$("${openclaw[@]}" config get plugins --json 2>/dev/null)" || plugins_json='{}'
+  { IFS= read -r current_slot; IFS= read -r saved_slot; IFS= read -r linked; } < <(
+    plugin_strings "$plugins_json" slots.contextEngine \
+      "entries.$PLUGIN_ID.config.offload.previousSlot" "@linked:$bridge")
+fi
+
+if [ "$linked" = yes ]; then
+  echo "already linked: $bridge"
+else
+  # Non-interactive installs need --force (local source) and --accept-capabilities (consent).
+  echo "linking $bridge"
+  "${openclaw[@]}" plugins install -l "$bridge" --force --accept-capabilities
+fi
 
 # One `config set`, since every OpenClaw start costs seconds: the hook grant (without it OpenClaw
 # drops the recall and capture hooks of a non-bundled plugin) plus any settings given. --merge
 # keeps whatever else the entry already holds.
 slot_json=""  # the slot to write, as JSON (null deletes the key); "" leaves it alone
 if [ -n "$offload" ]; then
-  plugins_json="$("${openclaw[@]}" config get plugins --json 2>/dev/null)" || plugins_json='{}'
-  { IFS= read -r current_slot; IFS= read -r saved_slot; } < <(plugin_strings "$plugins_json" \
-    slots.contextEngine "entries.$PLUGIN_ID.config.offload.previousSlot")
   # The slot ours replaced: what is there now, unless it is already ours (a second --offload).
   previous="$saved_slot"
   [ "$current_slot" != "$PLUGIN_ID" ] && previous="$current_slot"

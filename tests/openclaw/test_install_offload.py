@@ -88,6 +88,10 @@ def test_offload_sets_slot_entry_and_flag_and_keeps_the_previous_slot(runs) -> N
 
 def test_offload_again_changes_nothing(runs) -> None:
     assert runs["chosen"][1][1] == runs["chosen"][0][1], "previousSlot not overwritten by our id"
+    # Linked once: the switches after it start OpenClaw twice, not three times.
+    assert "linking " in runs["chosen"][0][0].stdout
+    for done, *_ in [*runs["chosen"][1:], runs["plain"][1]]:
+        assert "already linked: " in done.stdout and "linking " not in done.stdout
 
 
 def test_no_offload_restores_the_previous_slot(runs) -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -55,6 +57,25 @@ def _started(eng: Engine) -> Engine:
     return eng
 
 
+@contextmanager
+def _model_inputs(vec: Any) -> Iterator[list[str]]:
+    """Every text the vectorizer's models are asked to embed while the block runs."""
+    seen: list[str] = []
+    for emb in vec.embedders:
+        model_embed = emb.embed
+
+        def counted(batch: list[str], _embed: Any = model_embed) -> np.ndarray:
+            seen.extend(batch)
+            return _embed(batch)
+
+        emb.embed = counted
+    try:
+        yield seen
+    finally:
+        for emb in vec.embedders:
+            del emb.embed  # the instance attribute: the model's own method again
+
+
 def _write(engine: Engine, scope: str, texts: list[str]) -> list[int]:
     return [
         engine.write_memory(content=t, type_="persona", session_key="k", scope=scope).seq
@@ -73,19 +94,9 @@ def test_wait_embedded_covers_rows_whose_text_is_already_embedded(engine: Engine
         assert not np.isnan(scores).any(), emb.model_id
 
     # The same texts in s2 reuse the stored vectors: no s2 text reaches a model.
-    seen: list[str] = []
-    for emb in vec.embedders:
-        model_embed = emb.embed
-
-        def counted(batch: list[str], _embed=model_embed) -> np.ndarray:
-            seen.extend(batch)
-            return _embed(batch)
-
-        emb.embed = counted  # type: ignore[method-assign]
-    second = _write(engine, "s2", texts)
-    assert vec.wait_embedded("s2", 120)
-    for emb in vec.embedders:
-        del emb.embed  # the instance attribute; the model's own method again
+    with _model_inputs(vec) as seen:
+        second = _write(engine, "s2", texts)
+        assert vec.wait_embedded("s2", 120)
     assert seen == [], f"{len(seen)} texts embedded again, e.g. {seen[:2]}"
     # Right after it returned: every s2 row is in s2's index of every model.
     for emb in vec.embedders:
@@ -157,23 +168,13 @@ def test_a_query_is_embedded_once_per_model_across_scopes_and_recalls(engine: En
     rows = {scope: _write(engine, scope, texts) for scope in ("team", "me")}
     vec = engine.vectorizer
     assert vec.wait_embedded("team", 120) and vec.wait_embedded("me", 120)
-    seen: list[str] = []
-    for emb in vec.embedders:
-        model_embed = emb.embed
-
-        def counted(batch: list[str], _embed=model_embed) -> np.ndarray:
-            seen.extend(batch)
-            return _embed(batch)
-
-        emb.embed = counted  # type: ignore[method-assign]
     query = "收集邮票的爱好 / a hobby of collecting stamps"
-    found = [
-        retrieve(engine.store, vec, "l1", scope, query, "hybrid", depth=3)
-        for _ in range(2)
-        for scope in ("team", "me")
-    ]
-    for emb in vec.embedders:
-        del emb.embed
+    with _model_inputs(vec) as seen:
+        found = [
+            retrieve(engine.store, vec, "l1", scope, query, "hybrid", depth=3)
+            for _ in range(2)
+            for scope in ("team", "me")
+        ]
     assert len(seen) == len(vec.embedders), seen
     for hits, scope in zip(found, ["team", "me"] * 2, strict=True):
         assert hits.vector and {r for r, _ in hits.ranked} <= set(rows[scope])

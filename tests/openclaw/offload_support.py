@@ -242,6 +242,18 @@ def script_offload_config(port: int, data_dir: str | None) -> dict[str, Any]:
     return config
 
 
+def write_script_offload(home: Any, port: int, data_dir: str | None) -> dict[str, Any]:
+    """The load path, the entry and the context-engine slot the script's ``--offload`` writes,
+    in one file edit; answers the config."""
+    from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID
+
+    home.install_plugin(BRIDGE_DIR, BRIDGE_ID, script_offload_config(port, data_dir))
+    cfg = home.read_config()
+    cfg["plugins"].setdefault("slots", {})["contextEngine"] = BRIDGE_ID
+    home.write_config(cfg)
+    return cfg
+
+
 def install_offload(home: Any, gateway: Any, scope: str) -> dict[str, Any]:
     """What ``scripts/install-openclaw.sh --offload`` writes into ``home``, pointed at
     ``gateway``: the load path, the entry and the context-engine slot, in one file edit. The
@@ -250,12 +262,9 @@ def install_offload(home: Any, gateway: Any, scope: str) -> dict[str, Any]:
     is under test (test_e2e_openclaw_offload.py's "on" home, test_e2e_openclaw.py). Checks
     OpenClaw's default (Tool Search on) is kept and sets the bridge's scope. Answers the config,
     for the caller to adjust and write."""
-    from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID
+    from tests.openclaw.harness import BRIDGE_ID
 
-    config = script_offload_config(gateway.port, str(gateway.data_dir))
-    home.install_plugin(BRIDGE_DIR, BRIDGE_ID, config)
-    cfg = home.read_config()
-    cfg["plugins"].setdefault("slots", {})["contextEngine"] = BRIDGE_ID
+    cfg = write_script_offload(home, gateway.port, str(gateway.data_dir))
     assert "toolSearch" not in (cfg.get("tools") or {}), "OpenClaw's default: Tool Search on"
     cfg["plugins"]["entries"][BRIDGE_ID]["config"]["scope"] = scope
     home.write_config(cfg)

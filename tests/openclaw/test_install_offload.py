@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.openclaw.harness import BRIDGE_DIR, OpenClawHome, require_openclaw
-from tests.openclaw.offload_support import script_offload_config
+from tests.openclaw.offload_support import write_script_offload
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN_ID = "memory-tencentdb"
@@ -114,10 +114,7 @@ def test_offload_writes_what_the_harness_writes(runs, tmp_path: Path) -> None:
     start) for the homes of the offload tests: the same plugins section, key for key."""
     _done, _state, _paths, plugins = runs["plain"][0]
     home = OpenClawHome(require_openclaw(), tmp_path / "harness", "http://127.0.0.1:9/v1")
-    home.install_plugin(BRIDGE_DIR, PLUGIN_ID, script_offload_config(18999, None))
-    cfg = home.read_config()
-    cfg["plugins"].setdefault("slots", {})["contextEngine"] = PLUGIN_ID
-    assert cfg["plugins"] == plugins
+    assert write_script_offload(home, 18999, None)["plugins"] == plugins
 
 
 def test_the_link_is_the_load_path_the_harness_writes(runs) -> None:

@@ -671,10 +671,8 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
     def stored_vectors(
         self, layer: str, model: str, text_hashes: list[str]
     ) -> dict[str, np.ndarray]:
-        wanted = sorted(set(text_hashes))
         found: dict[str, np.ndarray] = {}
-        for start in range(0, len(wanted), 500):  # under SQLite's bound-parameter limit
-            part = wanted[start : start + 500]
+        for part in chunks(sorted(set(text_hashes))):  # under SQLite's bound-parameter limit
             marks = ",".join("?" * len(part))
             rows = self.reader().execute(
                 "SELECT text_hash, vector FROM vectors WHERE model = ? AND layer = ?"

@@ -1,28 +1,42 @@
-"""Offload under a long-lived ``openclaw gateway run`` (issue 21): the other offload tests drive
-``openclaw agent --local`` (the agent runs inside the CLI); a user with a running OpenClaw Gateway
-gets the turn run inside the Gateway process, where the plugin, its context engine and its tools
-were loaded once at Gateway start.
+"""Offload under a long-lived ``openclaw gateway run`` (issues 21 and 24), OpenClaw 2026.9.x in
+its default configuration (Tool Search on), with the config ``scripts/install-openclaw.sh
+--offload`` writes (``install_offload``), a 40k-token model window (OpenClaw hands the engine the
+window minus its 16k reserve) and our own gateway. Every turn is an ``openclaw agent`` run
+without ``--local``: it runs inside the one Gateway process, where the plugin, its context engine
+and its tools were loaded once (test_e2e_openclaw_offload.py and test_e2e_openclaw_readback.py
+drive ``openclaw agent --local``, where the agent runs inside the CLI).
 
-OpenClaw 2026.9.x in its default configuration (Tool Search on), with the config
-``scripts/install-openclaw.sh --offload`` writes (``install_offload``); ``openclaw gateway run`` (loopback, token auth) and one
-``openclaw agent`` turn through it (no ``--local``): a 20 KB en ``read`` and 17,000 zh characters
-through ``exec cat``, then the model reads each back by the name its stub gives (following every
-page), then answers. What must hold: every request carries the turn's user message; both results
-arrive as stubs from the next model call on; the read tool is offered by name and every read is
-answered uncut; the pages of each joined are the original byte for byte.
+One Gateway plays two sessions, one after the other:
+
+1. **The replay** (the OpenClaw half of tests/hermes/test_hermes_offload_replay.py): the three
+   SWE-agent / CTF sessions of the Hermes replay (bench/hermes_offload_bench.SWE_QUICK, our DEV
+   data), chained in one session: each recorded user message one turn, each recorded tool call a
+   real ``exec cat`` printing the recorded output; then a turn that reads every stubbed result
+   back by the name its stub gives. What the fake model received must show: every request
+   carries the turn's user message and OpenClaw's whole system prompt; no request over the
+   window; one canvas per distinct task of the replay, exactly; every stubbed result read back
+   byte-exact (the pages joined) through OpenClaw's own tool.
+2. **Two results in one turn**: a 12 KB en ``read`` and 17,000 zh characters through ``exec
+   cat``, then the model reads each back by the name its stub gives (following every page), then
+   answers. Every request carries the turn's user message; both results arrive as stubs from the
+   next model call on; the read tool is offered by name and every read is answered uncut; the
+   pages of each joined are the original byte for byte.
+
+Both ran as ``openclaw agent --local`` turns before (five OpenClaw starts, ~18 CPU-s each, and a
+Gateway of its own for the second): one Gateway for both costs ~20 CPU-s to start and ~2 a turn.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bench.hermes_offload_bench import SWE_QUICK, pick, replay_turns, task_count, task_of
+from tests.openclaw.gateway_run import OpenClawGateway
 from tests.openclaw.harness import OpenClawHome, require_openclaw
 from tests.openclaw.offload_support import (
     install_offload,
@@ -35,107 +49,239 @@ from tests.openclaw.offload_support import (
 )
 from tests.openclaw.test_e2e_openclaw_readback import PageReader
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess, free_port
-from tests.support.tool_agent import READ_TOOL, ToolAgent, make_text, tools
+from tests.support.gateway import GatewayProcess
+from tests.support.offload_replay import canvas_goal, task_key
+from tests.support.tool_agent import READ_TOOL, ToolAgent, make_text, prompt_tokens, text_of, tools
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow]
 
-SESSION = "agent:main:gw-offload"
-PROMPT = "请检查这两份日志 / please check these two logs (gateway run)"
-TOKEN = "gw-offload-test-token"
+SCOPE = "oc-gw-offload"
+WINDOW = 40_000
+REPLAY_SESSION = "agent:main:replay"
+TWO_SESSION = "agent:main:gw-offload"
+TWO_PROMPT = "请检查这两份日志 / please check these two logs (gateway run)"
 
 
-def wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"openclaw gateway run exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"openclaw gateway run did not listen on {port} in {timeout:.0f}s")
+@dataclass
+class Replay:
+    sessions: list[Any]
+    keys: list[str]  # each turn's task, as its canvas goal must name it
+    outputs: dict[str, str]  # call id -> the recorded output
+    per_turn: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+    stubbed: list[str] = field(default_factory=list)
+    reader: PageReader | None = None
+    readback: Any = None  # the read-back turn's `openclaw agent` run
+    canvases: list[str] = field(default_factory=list)
 
 
-def stop(proc: subprocess.Popen) -> None:
-    """The Gateway this test started (its own process group), and nothing else."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+@dataclass
+class TwoResults:
+    items: dict[str, str]  # call id -> the original
+    reader: PageReader
+    done: Any = None
+    requests: list[dict[str, Any]] = field(default_factory=list)
 
 
-def test_gateway_run_keeps_the_request_stubs_and_reads_back_whole(
-    tmp_path: Path, bridge_gateway: GatewayProcess
-) -> None:
-    install = require_openclaw()
-    gateway = bridge_gateway
-    scope = "oc-gw-run-offload"
-    with FakeLLM() as llm:
-        agent = ToolAgent(llm)
-        home = OpenClawHome(install, tmp_path / "home", llm.base_url)
-        port = free_port()
-        cfg = install_offload(home, gateway, scope)
-        cfg["gateway"] = {"port": port}  # where `openclaw agent` (no --local) finds it
-        home.write_config(cfg)
+@dataclass
+class Played:
+    gateway: GatewayProcess
+    replay: Replay
+    two: TwoResults
+    logs: str
 
-        work = home.root / "work"
-        work.mkdir()
-        en, zh = make_text(20_000, "en", 81), make_text(17_000, "zh", 82)
-        (work / "build-log-en.txt").write_text(en, "utf-8")
-        (work / "部署日志-zh.txt").write_text(zh, "utf-8")
-        items = {"callgwen": en, "callgwzh": zh}
-        reader = PageReader(list(items), "GW-READBACK-DONE", prefix="callgwread")
-        agent.push(
-            tools(oc_read(str(work / "build-log-en.txt"), "callgwen")),
-            tools(oc_exec(f"cat {work / '部署日志-zh.txt'}", "callgwzh")),
-            *[reader] * 20,
-        )
 
-        env = {**home.env(), "OPENCLAW_GATEWAY_TOKEN": TOKEN}
-        log = (tmp_path / "gateway-run.log").open("w")
-        proc = subprocess.Popen(
-            [str(install.node), str(install.entry), "gateway", "run", "--allow-unconfigured",
-             "--port", str(port), "--auth", "token", "--bind", "loopback"],
-            env=env, cwd=str(home.root), stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        try:
-            wait_listening(port, proc, 90)
-            started = time.monotonic()
-            for _attempt in range(20):  # the Gateway accepts clients a while after it listens
-                done = subprocess.run(
-                    [str(install.node), str(install.entry), "agent", "--agent", "main",
-                     "--session-key", SESSION, "--message", PROMPT, "--json"],
-                    env=env, cwd=str(home.root), capture_output=True, text=True, timeout=300,
-                    stdin=subprocess.DEVNULL,
-                )  # fmt: skip
-                if done.returncode == 0 or agent.main_requests():
-                    break
-                time.sleep(2)
-            seconds = time.monotonic() - started
-        finally:
-            stop(proc)
-            log.close()
+def play_replay(oc: OpenClawGateway, agent: ToolAgent, tmp: Path, gw: GatewayProcess) -> Replay:
+    sessions = pick(SWE_QUICK)
+    turns: list[tuple[str, list[Any]]] = []
+    keys: list[str] = []
+    for i, s in enumerate(sessions):
+        more = [(t.prompt, t.steps) for t in replay_turns(s, f"s{i}", tmp / "outputs", oc_exec)]
+        turns += more
+        keys += [task_key(task_of(s))] * len(more)
+    outputs = {p.stem: p.read_text("utf-8") for p in (tmp / "outputs").glob("*.txt")}
+    replay = Replay(sessions, keys, outputs)
+    for prompt, steps in turns:
+        start = agent.mark()
+        agent.push(*steps)
+        done = oc.send(prompt, REPLAY_SESSION, asked=lambda s=start: agent.mark() > s, timeout=600)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:] + oc.logs()[-3000:]
         agent.clear()
-        requests = agent.main_requests()
-    gw_log = (tmp_path / "gateway-run.log").read_text("utf-8", "replace")
+        replay.per_turn.append((prompt, agent.main_requests()[start:]))
+
+    # Every result that was ever a stub, read back by the name the stub gives.
+    replay.stubbed = sorted(
+        {
+            cid
+            for _, reqs in replay.per_turn
+            for r in reqs
+            for cid in outputs
+            if is_stub(tool_text(r, cid), outputs[cid])
+        }
+    )
+    replay.reader = PageReader(replay.stubbed, "REPLAY-READBACK-DONE", prefix="callrpread")
+    agent.push(*[replay.reader] * (4 * len(replay.stubbed) + 8))
+    replay.readback = oc.send(
+        "请把被折叠的工具结果全部读回 / read every stub back", REPLAY_SESSION, timeout=600
+    )
+    agent.clear()
+    # The replay's canvases, before the other session adds its own.
+    replay.canvases = sorted(p.name for p in (gw.data_dir / "offload").glob("*/mmds/*.mmd"))
+    return replay
+
+
+def play_two_results(oc: OpenClawGateway, agent: ToolAgent, home: OpenClawHome) -> TwoResults:
+    work = home.root / "work"
+    work.mkdir()
+    # The en file under what OpenClaw's ``read`` hands over at a 40k window (~15,800 characters,
+    # then "[Read output capped ...]"): it must reach the model's read-back whole.
+    en, zh = make_text(12_000, "en", 81), make_text(17_000, "zh", 82)
+    (work / "build-log-en.txt").write_text(en, "utf-8")
+    (work / "部署日志-zh.txt").write_text(zh, "utf-8")
+    two = TwoResults(
+        {"callgwen": en, "callgwzh": zh},
+        PageReader(["callgwen", "callgwzh"], "GW-READBACK-DONE", prefix="callgwread"),
+    )
+    start = agent.mark()
+    agent.push(
+        tools(oc_read(str(work / "build-log-en.txt"), "callgwen")),
+        tools(oc_exec(f"cat {work / '部署日志-zh.txt'}", "callgwzh")),
+        *[two.reader] * 20,
+    )
+    two.done = oc.send(TWO_PROMPT, TWO_SESSION, timeout=300)
+    agent.clear()
+    # OpenClaw's pre-compaction memory flush of the replay session may come in between: not a
+    # call of this turn.
+    aside = agent.aside or (lambda body: False)
+    two.requests = [r for r in agent.main_requests()[start:] if not aside(r)]
+    return two
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
+    install = require_openclaw()
+    tmp = tmp_path_factory.mktemp("oc-gw-offload")
+    # A gateway of its own: the canvases in its data directory are these sessions' only.
+    gw = GatewayProcess(tmp / "data").start()
+    try:
+        with FakeLLM() as llm:
+            agent = ToolAgent(llm)
+            agent.aside = lambda body: any(
+                t.startswith("Pre-compaction memory flush") for t in user_texts(body)[-1:]
+            )
+            home = OpenClawHome(install, tmp / "home", llm.base_url)
+            cfg = install_offload(home, gw, SCOPE)
+            cfg["models"]["providers"]["fake"]["models"][0]["contextWindow"] = WINDOW
+            home.write_config(cfg)
+            oc = OpenClawGateway(home)
+            try:
+                oc.wait_listening()
+                replay = play_replay(oc, agent, tmp, gw)
+                two = play_two_results(oc, agent, home)
+                assert oc.proc.poll() is None, "one OpenClaw Gateway served every turn"
+            finally:
+                oc.stop()
+            yield Played(gw, replay, two, oc.logs())
+    finally:
+        gw.stop()
+
+
+def system_text(request: dict[str, Any]) -> str:
+    return "\n".join(
+        text_of(m.get("content"))
+        for m in request.get("messages") or []
+        if m.get("role") in ("system", "developer")
+    )
+
+
+def read_stored(gw: GatewayProcess, cid: str, session: str) -> str:
+    with gw.client() as c:
+        body = {"tool_call_id": cid, "scope": SCOPE, "session_key": session}
+        stored = c.post("/offload/read", json=body)
+    assert stored.status_code == 200, stored.text
+    return stored.json()["content"]
+
+
+def assert_read_whole(reader: PageReader) -> None:
+    assert all(reader.offered), "the read tool was not in the model's tool list"
+    for answer in reader.answers:
+        assert "not found" not in answer[:200], answer[:300]
+        assert "more characters truncated" not in answer and "chars truncated" not in answer
+
+
+def test_replay_keeps_the_task_one_canvas_per_task_and_reads_back_whole(played: Played) -> None:
+    replay = played.replay
+    done = replay.readback
+    assert done.returncode == 0 and "REPLAY-READBACK-DONE" in done.stdout, done.stderr[-3000:]
+    assert "--local" not in " ".join(done.args)
+
+    problems: list[str] = []
+    absent: list[str] = []
+    for n, (prompt, reqs) in enumerate(replay.per_turn):
+        assert reqs, f"turn {n} made no request"
+        first = system_text(reqs[0])
+        for k, r in enumerate(reqs):
+            now = system_text(r)
+            if "[Truncated" in now or len(now) < 0.9 * len(first):
+                problems.append(f"turn {n} request {k}: system prompt cut ({len(now)} chars)")
+            if not any(prompt.strip()[:200] in u for u in user_texts(r)):
+                absent.append(f"turn {n} request {k}")
+            goal = canvas_goal(user_texts(r))
+            if goal is not None and replay.keys[n] not in goal:
+                problems.append(f"turn {n} request {k}: canvas goal {goal[:80]!r} not the turn's")
+            if prompt_tokens(r) > WINDOW:
+                problems.append(f"turn {n} request {k}: {prompt_tokens(r)} tokens over {WINDOW}")
+    requests = sum(len(reqs) for _, reqs in replay.per_turn)
+    assert not absent, (
+        f"the turn's user message absent in {len(absent)} of {requests}: {absent[:5]}"
+    )
+    assert not problems, problems[:10]
+    assert len(replay.canvases) == task_count(replay.sessions), replay.canvases
+
+    assert replay.stubbed, "nothing was stubbed: the replay did not exercise offload"
+    assert replay.reader is not None
+    assert_read_whole(replay.reader)
+    exact_file = 0
+    for cid in replay.stubbed:
+        joined = "".join(replay.reader.pages[cid])
+        # What OpenClaw showed the model as the result itself, where a request held it whole:
+        # OpenClaw masks secret-looking tokens ("pypi-...") in every tool result, ours included,
+        # so the read-back equals that, and the stored original otherwise.
+        shown = next(
+            (
+                t
+                for _, reqs in replay.per_turn
+                for r in reqs
+                if (t := tool_text(r, cid)) is not None and not is_stub(t, replay.outputs[cid])
+            ),
+            None,
+        )
+        expected = read_stored(played.gateway, cid, REPLAY_SESSION) if shown is None else shown
+        assert joined.encode("utf-8") == expected.encode("utf-8"), (cid, len(joined))
+        exact_file += joined == replay.outputs[cid]
+    print(
+        f"\n  real OpenClaw gateway run, default config, {WINDOW}-token window:"
+        f" {len(replay.per_turn)} turns, {requests} model calls, {len(replay.canvases)} canvases"
+        f" for {task_count(replay.sessions)} tasks, {len(replay.stubbed)} stubs read back whole"
+        f" ({exact_file} equal to the recorded output byte for byte; the rest as OpenClaw's exec"
+        f" handed them over); {READ_TOOL} offered directly"
+    )
+
+
+def test_two_results_are_stubs_from_the_next_call_and_read_back_whole(played: Played) -> None:
+    two = played.two
+    done, requests = two.done, two.requests
     out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-3000:] + gw_log[-3000:]
-    assert "GW-READBACK-DONE" in done.stdout, out[-3000:] + gw_log[-3000:]
+    assert done.returncode == 0, out[-3000:] + played.logs[-3000:]
+    assert "GW-READBACK-DONE" in done.stdout, out[-3000:] + played.logs[-3000:]
     assert "--local" not in " ".join(done.args)
 
     # The turn's request is in every model call of the turn.
     assert len(requests) >= 4, len(requests)
     for k, request in enumerate(requests):
-        assert any(PROMPT in t for t in user_texts(request)), (k, user_texts(request)[-1][:500])
+        assert any(TWO_PROMPT in t for t in user_texts(request)), (k, user_texts(request)[-1][:500])
 
     # Both results are stubs from the model call after the one that asked for them.
-    for k, (cid, text) in enumerate(items.items()):
+    for k, (cid, text) in enumerate(two.items.items()):
         for request in requests[k + 1 :]:
             assert is_stub(tool_text(request, cid), text), (
                 cid,
@@ -143,23 +289,16 @@ def test_gateway_run_keeps_the_request_stubs_and_reads_back_whole(
             )
 
     # The read tool by the stub's name, every read answered whole, pages byte-exact.
-    assert all(reader.offered), "the read tool was not in the model's tool list"
-    for answer in reader.answers:
-        assert "not found" not in answer[:200], answer[:300]
-        assert "more characters truncated" not in answer and "chars truncated" not in answer
-    with gateway.client() as c:
-        for cid, text in items.items():
-            body = {"tool_call_id": cid, "scope": scope, "session_key": SESSION}
-            stored = c.post("/offload/read", json=body)
-            assert stored.status_code == 200, stored.text
-            original = stored.json()["content"]
-            joined = "".join(reader.pages[cid])
-            assert joined.encode("utf-8") == original.encode("utf-8"), (cid, len(joined))
-            if cid == "callgwen":
-                assert joined == text  # OpenClaw's `read` hands the file over unchanged
+    assert_read_whole(two.reader)
+    for cid, text in two.items.items():
+        joined = "".join(two.reader.pages[cid])
+        original = read_stored(played.gateway, cid, TWO_SESSION)
+        assert joined.encode("utf-8") == original.encode("utf-8"), (cid, len(joined))
+        if cid == "callgwen":
+            assert joined == text  # OpenClaw's `read` hands the file over unchanged
     print(
-        f"\n  openclaw gateway run: {len(requests)} model calls in {seconds:.0f} s; "
-        + ", ".join(f"{cid}: {len(reader.pages[cid])} pages" for cid in items)
-        + f"; {READ_TOOL} offered directly: {all(reader.offered)}"
+        f"\n  openclaw gateway run: {len(requests)} model calls; "
+        + ", ".join(f"{cid}: {len(two.reader.pages[cid])} pages" for cid in two.items)
+        + f"; {READ_TOOL} offered directly: {all(two.reader.offered)}"
     )
     assert offered_directly(requests[-1], READ_TOOL)

@@ -130,8 +130,8 @@ def canvas_of(request: dict[str, Any]) -> str:
 
 # A 40k-token model, where OpenClaw's live cap (16,000 units) binds: 15,400 ASCII characters a
 # page, about 3,850 common CJK ones. At the harness's 128k window (no host cap) the read-back
-# is held by test_e2e_openclaw_offload.py (the zh result, byte-exact, `agent --local`) and
-# test_e2e_openclaw_gateway_offload.py (two results, every page, `gateway run`); running this
+# is held by test_e2e_openclaw_offload.py (the zh result, byte-exact, `agent --local`);
+# test_e2e_openclaw_gateway_offload.py reads back at 40k too, under `gateway run`. Running this
 # module at 128k too cost ~63 CPU-s a CI run (bench/results/suite_cpu.json) for no other path.
 @pytest.mark.parametrize("window", [40_000])
 def test_default_openclaw_reads_every_stub_back_whole_with_canvas_and_guide(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ class HostModelFake:
         self.chat_reply = chat_reply
         self.mode: str | None = None
         self.slow_s = 5.0
+        self.chat_at: list[float] = []  # time.monotonic() of every chat turn's request
         self._lock = threading.Lock()
         fake.respond = self.respond  # type: ignore[method-assign]
 
@@ -67,6 +69,8 @@ class HostModelFake:
     def respond(self, body: dict[str, Any]) -> dict[str, Any]:
         task = (body.get("_headers") or {}).get(TASK_HEADER)
         if not task:
+            with self._lock:
+                self.chat_at.append(time.monotonic())
             return {"content": self.chat_reply}
         mode = self.mode
         if mode == "429":

@@ -38,6 +38,7 @@ from memory_tencentdb.store import files
 from memory_tencentdb.store.base import MemoryStore, RowListener
 from memory_tencentdb.store.common import (
     L1_JSON_COLUMNS,
+    chunks,
     keeps_index_entry,
     l0_params,
     l1_values,
@@ -817,9 +818,9 @@ class PostgresStore(JournalWrites, PgPipeline, PgAdmin, PgHub, MemoryStore):
 
         def write(conn: Any) -> list[int]:
             removed: list[int] = []
-            for i in range(0, len(ids), 500):
+            for chunk in chunks(ids):
                 rows = conn.execute(
-                    f"DELETE FROM {table} WHERE id = ANY(%s) RETURNING seq", (ids[i : i + 500],)
+                    f"DELETE FROM {table} WHERE id = ANY(%s) RETURNING seq", (chunk,)
                 ).fetchall()
                 removed += [int(r[0]) for r in rows]
             return removed

@@ -13,7 +13,7 @@ from datetime import tzinfo
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_tencentdb.store.common import memory_filters
+from memory_tencentdb.store.common import chunks, memory_filters
 from memory_tencentdb.store.records import (
     L0_SELECT,
     L1_SELECT,
@@ -162,8 +162,7 @@ class AdminQueries:
     def existing_ids(self, layer: str, ids: list[str]) -> set[str]:
         table = "l1_memories" if layer == "l1" else "l0_messages"
         out: set[str] = set()
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
+        for chunk in chunks(ids):
             marks = ",".join("?" * len(chunk))
             out.update(
                 r[0]
@@ -234,8 +233,7 @@ class AdminQueries:
         """``{(scope, session_key): (rowid, record id)}`` of the newest of ``messages`` per session."""
         out: dict[tuple[str, str], tuple[int, str]] = {}
         ids = [m["record_id"] for m in messages]
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
+        for chunk in chunks(ids):
             marks = ",".join("?" * len(chunk))
             # The newest per session is picked here, not with SQLite's bare column next to max(),
             # which PostgreSQL refuses.
@@ -260,8 +258,7 @@ class AdminQueries:
     def unextracted_l0_ids(self, ids: list[str]) -> set[str]:
         """Those of ``ids`` that L1 has not read yet (past their session's cursor)."""
         out: set[str] = set()
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
+        for chunk in chunks(ids):
             marks = ",".join("?" * len(chunk))
             out.update(
                 r[0]

@@ -593,8 +593,7 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
         """The keyword-index tokens of some rows (to see which query terms each one matched)."""
         fts = "l1_fts" if layer == "l1" else "l0_fts"
         out: dict[int, set[str]] = {}
-        for i in range(0, len(rowids), 500):
-            chunk = rowids[i : i + 500]
+        for chunk in chunks(rowids):
             marks = ",".join("?" * len(chunk))
             for rowid, tok in self.reader().execute(
                 f"SELECT rowid, tok FROM {fts} WHERE rowid IN ({marks})", chunk
@@ -791,8 +790,7 @@ class SqliteStore(JournalWrites, PipelineTables, AdminQueries, HubQueries, Memor
         removed: list[int] = []
 
         def write(conn: Any) -> None:
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
+            for chunk in chunks(ids):
                 marks = ",".join("?" * len(chunk))
                 rows = [
                     r[0]

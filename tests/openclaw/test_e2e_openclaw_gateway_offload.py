@@ -28,7 +28,6 @@ Gateway of its own for the second): one Gateway for both costs ~20 CPU-s to star
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any
 import pytest
 
 from bench.hermes_offload_bench import SWE_QUICK, pick, replay_turns, task_count, task_of
+from memory_tencentdb.offload.canvas import parse_meta
 from tests.openclaw.gateway_run import OpenClawGateway
 from tests.openclaw.harness import OpenClawHome, require_openclaw
 from tests.openclaw.offload_support import (
@@ -129,7 +129,7 @@ def play_replay(oc: OpenClawGateway, agent: ToolAgent, tmp: Path, gw: GatewayPro
     replay.canvases = sorted(
         p.name
         for p in (gw.data_dir / "offload").glob("*/mmds/*.mmd")
-        if not canvas_goal_of(p).startswith(FLUSH)
+        if not parse_meta(p.read_text("utf-8")).task_goal.startswith(FLUSH)
     )
     return replay
 
@@ -140,12 +140,6 @@ def play_replay(oc: OpenClawGateway, agent: ToolAgent, tmp: Path, gw: GatewayPro
 # journal and a task canvas for it too. Not a task of the replay; the closing note of session 25
 # says what the bridge should do with such sessions.
 FLUSH = "Pre-compaction memory flush"
-
-
-def canvas_goal_of(path: Path) -> str:
-    """The task goal in a canvas file's first line (``%% {json metadata}``)."""
-    first = path.read_text("utf-8").split("\n", 1)[0]
-    return str(json.loads(first.removeprefix("%%").strip()).get("taskGoal", ""))
 
 
 def play_two_results(oc: OpenClawGateway, agent: ToolAgent, home: OpenClawHome) -> TwoResults:

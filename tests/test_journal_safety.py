@@ -19,9 +19,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.gateway import GatewayProcess
-
-NO_EMB = {"TDAI_EMBEDDING_PROVIDER": "none"}
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 
 def _turn(gw: GatewayProcess, scope: str, user: str, assistant: str = "OK") -> None:
@@ -66,7 +64,7 @@ def _reindex(gw: GatewayProcess) -> subprocess.CompletedProcess:
 
 
 def test_torn_tail_moved_aside_at_start_and_next_capture_survives_reindex(start_gateway):
-    gw = start_gateway(env=NO_EMB)
+    gw = start_gateway(env=KEYWORD_ONLY)
     scope = f"torn-{uuid.uuid4().hex[:8]}"
     _turn(gw, scope, "第一句话 first words")
     gw.stop()
@@ -93,7 +91,7 @@ def test_torn_tail_moved_aside_at_start_and_next_capture_survives_reindex(start_
 def test_torn_tail_appearing_while_running_is_repaired_before_the_next_append(start_gateway):
     """A full disk mid-write leaves a torn tail under a running gateway: the next capture must
     not be appended onto it."""
-    gw = start_gateway(env=NO_EMB)
+    gw = start_gateway(env=KEYWORD_ONLY)
     scope = f"torn-{uuid.uuid4().hex[:8]}"
     _turn(gw, scope, "before the disk filled up")
     shard = _journal(gw, "conversations")
@@ -111,7 +109,7 @@ def test_torn_tail_appearing_while_running_is_repaired_before_the_next_append(st
 
 
 def test_reindex_skips_and_counts_bad_lines(start_gateway):
-    gw = start_gateway(env=NO_EMB)
+    gw = start_gateway(env=KEYWORD_ONLY)
     scope = f"bad-{uuid.uuid4().hex[:8]}"
     _turn(gw, scope, "我喜欢爬山 I like hiking")
     with gw.client() as c:
@@ -154,7 +152,7 @@ def test_reindex_skips_and_counts_bad_lines(start_gateway):
 
 
 def test_lines_a_crash_left_unindexed_are_indexed_at_start(start_gateway):
-    gw = start_gateway(env=NO_EMB)
+    gw = start_gateway(env=KEYWORD_ONLY)
     scope = f"gap-{uuid.uuid4().hex[:8]}"
     _turn(gw, scope, "indexed as usual")
     gw.kill()  # as if killed between the journal's fsync and the index write:
@@ -191,7 +189,7 @@ def test_lines_a_crash_left_unindexed_are_indexed_at_start(start_gateway):
 
 
 def test_memory_db_deleted_before_start_is_rebuilt(start_gateway):
-    gw = start_gateway(env=NO_EMB)
+    gw = start_gateway(env=KEYWORD_ONLY)
     scope = f"lost-{uuid.uuid4().hex[:8]}"
     _turn(gw, scope, "I prefer green tea to coffee.")
     with gw.client() as c:
@@ -213,7 +211,7 @@ def test_memory_db_deleted_before_start_is_rebuilt(start_gateway):
 
 
 def test_memory_db_deleted_while_running_is_reported_until_restart(start_gateway):
-    gw = start_gateway(env=NO_EMB)
+    gw = start_gateway(env=KEYWORD_ONLY)
     scope = f"gone-{uuid.uuid4().hex[:8]}"
     _turn(gw, scope, "written before the database vanished")
     assert _health(gw)["status"] == "ok"

@@ -11,13 +11,12 @@ import pytest
 from hermes_plugin.breaker import OPEN, CircuitBreaker
 from hermes_plugin.client import GatewayClient, GatewayRejected, GatewayUnavailable
 from hermes_plugin.ownership import Ownership
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess, free_port
 
 from .slow_proxy import SlowProxy
 
 SCOPE = "hermes:test-client"
 # The transport is under test, not semantic recall: skip loading the embedding model.
-KEYWORD_ONLY = {"TDAI_EMBEDDING_PROVIDER": "none"}
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,11 @@ import time
 import httpx
 import pytest
 
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess, free_port
 
 from .harness import Driver, HermesHome, answers, last_user_text, main_requests, wait_dead
 
 pytestmark = pytest.mark.hermes
-
-KEYWORD_ONLY = {"TDAI_EMBEDDING_PROVIDER": "none"}
 
 
 def search_conversations(base_url: str, query: str, scope: str, headers: dict) -> dict:

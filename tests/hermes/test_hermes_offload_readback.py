@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.tool_agent import (
     READ_TOOL,
     ToolAgent,
@@ -57,7 +57,7 @@ def require_hermes() -> None:
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     require_hermes()
-    gw = GatewayProcess(tmp_path_factory.mktemp("gw") / "data").start()
+    gw = GatewayProcess(tmp_path_factory.mktemp("gw") / "data", env=KEYWORD_ONLY).start()
     yield gw
     gw.stop()
 

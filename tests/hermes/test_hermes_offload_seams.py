@@ -25,12 +25,10 @@ from hermes_plugin import offload, offload_middleware
 from hermes_plugin.config import Settings
 from hermes_plugin.link import connect
 from hermes_plugin.offload_engine import OffloadEngine
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess, free_port
 
 from .harness import REPO, HermesHome, clean_env, main_requests
 from .slow_proxy import SlowProxy
-
-KEYWORD_ONLY = {"TDAI_EMBEDDING_PROVIDER": "none"}
 
 
 def big_result(n: int = 700) -> str:

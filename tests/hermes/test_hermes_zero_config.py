@@ -18,13 +18,11 @@ import time
 import httpx
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 from .harness import HermesHome, answers, last_user_text, main_requests, wait_dead
 
 pytestmark = pytest.mark.hermes
-
-KEYWORD_ONLY = {"TDAI_EMBEDDING_PROVIDER": "none"}
 
 
 def memory_block(llm, index: int) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.agent_sessions import load_sessions
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.mermaid import require_validator
 from tests.support.offload_replay import content_tokens, is_canvas, read_back_problems, replay
 
@@ -29,7 +29,9 @@ MERMAID = re.compile(r"```mermaid\n(.*?)\n```", re.S)
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    g = GatewayProcess(tmp_path_factory.mktemp("offload-followups") / "data").start()
+    g = GatewayProcess(
+        tmp_path_factory.mktemp("offload-followups") / "data", env=KEYWORD_ONLY
+    ).start()
     yield g
     g.stop()
 
@@ -198,7 +200,7 @@ def test_empty_message_list_answers_an_empty_list(gw: GatewayProcess, scope: str
 def test_offload_journals_are_checked_at_start(tmp_path: Path) -> None:
     """A corrupt journal line is found (moved aside, counted in /health) when the gateway
     starts, before any request uses its session."""
-    g = GatewayProcess(tmp_path / "data").start()
+    g = GatewayProcess(tmp_path / "data", env=KEYWORD_ONLY).start()
     try:
         with g.client() as c:
             assert _tool_result(c, "jscope", "call_j1", "结果 result\n" * 2000).status_code == 200
@@ -207,7 +209,7 @@ def test_offload_journals_are_checked_at_start(tmp_path: Path) -> None:
     (journal,) = (tmp_path / "data" / "offload").glob("jscope-*/offload-*.jsonl")
     with journal.open("ab") as f:
         f.write(b'{"tool_call_id": "call_torn", "summary": "half a li\n')
-    g = GatewayProcess(tmp_path / "data").start()
+    g = GatewayProcess(tmp_path / "data", env=KEYWORD_ONLY).start()
     try:
         with g.client() as c:
             check: dict = {}

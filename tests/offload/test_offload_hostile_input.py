@@ -21,7 +21,7 @@ import time
 import httpx
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 # Generous for a shared 2-core CI machine; measured figures are in bench/results/offload_hostile.json.
 ANSWER_LIMIT_S = 3.0
@@ -30,7 +30,7 @@ HEALTH_LIMIT_S = 2.0
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory):
-    g = GatewayProcess(tmp_path_factory.mktemp("hostile") / "data").start()
+    g = GatewayProcess(tmp_path_factory.mktemp("hostile") / "data", env=KEYWORD_ONLY).start()
     with g.client() as c:  # the first offload request loads the tokenizer: not what is timed
         assert c.post("/offload/tool-result", json=_body("call_warm", "warm up")).status_code == 200
         c.post("/offload/read", json={"scope": "hostile", "tool_call_id": "call_warm"})

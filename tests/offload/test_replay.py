@@ -19,7 +19,7 @@ import pytest
 
 from tests.offload.zh_session import zh_session
 from tests.support.agent_sessions import Session, chain, load_sessions
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.mermaid import require_validator
 from tests.support.offload_replay import (
     Replay,
@@ -37,7 +37,8 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    g = GatewayProcess(tmp_path_factory.mktemp("offload-replay") / "data").start()
+    # Keyword-only: offload is under test, not the vectors' background fill.
+    g = GatewayProcess(tmp_path_factory.mktemp("offload-replay") / "data", env=KEYWORD_ONLY).start()
     yield g
     g.stop()
 

@@ -15,14 +15,14 @@ import pytest
 from tests.offload.zh_session import zh_session
 from tests.support.agent_sessions import chain, load_sessions
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.mermaid import require_validator
 from tests.support.offload_llm import OffloadResponder
 from tests.support.offload_replay import Replay, content_tokens, read_back_problems, replay
 
 
 def llm_env(fake: FakeLLM, **extra: str) -> dict[str, str]:
-    return {"TDAI_LLM_BASE_URL": fake.base_url, "TDAI_LLM_API_KEY": "x", **extra}
+    return {"TDAI_LLM_BASE_URL": fake.base_url, "TDAI_LLM_API_KEY": "x", **KEYWORD_ONLY, **extra}
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.offload.zh_session import zh_session
 from tests.support.agent_sessions import chain, load_sessions, strip_id
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.mermaid import require_validator
 from tests.support.offload_replay import (
     Replay,
@@ -26,7 +26,9 @@ from tests.support.offload_replay import (
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    g = GatewayProcess(tmp_path_factory.mktemp("offload-resilience") / "data").start()
+    g = GatewayProcess(
+        tmp_path_factory.mktemp("offload-resilience") / "data", env=KEYWORD_ONLY
+    ).start()
     yield g
     g.stop()
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.agent_sessions import chain, load_sessions
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.mermaid import require_validator
 from tests.support.offload_llm import OffloadResponder
 from tests.support.offload_replay import read_back_problems, replay
@@ -41,6 +41,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory, llm) -> Iterator[GatewayProcess
         "TDAI_LLM_BASE_URL": fake.base_url,
         "TDAI_LLM_API_KEY": "x",
         "TDAI_LLM_TIMEOUT_MS": str(LLM_TIMEOUT_MS),
+        **KEYWORD_ONLY,
     }
     g = GatewayProcess(tmp_path_factory.mktemp("offload-llm-fail") / "data", env=env).start()
     yield g

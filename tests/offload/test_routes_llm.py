@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.offload_llm import OffloadResponder
 
 RESULT = "\n".join(f"src/mod_{i}.py:{i}: ERROR undefined name 'tok{i}'" for i in range(400))
@@ -30,6 +30,7 @@ def llm_gw(tmp_path_factory: pytest.TempPathFactory):
             "TDAI_LLM_BASE_URL": fake.base_url,
             "TDAI_LLM_API_KEY": "x",
             "TDAI_LLM_TIMEOUT_MS": "2500",
+            **KEYWORD_ONLY,
         }
         gw = GatewayProcess(tmp_path_factory.mktemp("offload-llm") / "data", env=env).start()
         try:
@@ -183,7 +184,7 @@ def test_llm_backlog_resumes_at_start_without_a_request(tmp_path):
     with FakeLLM() as fake:
         responder = OffloadResponder(fake, mode="http500")
         env = {"TDAI_LLM_BASE_URL": fake.base_url, "TDAI_LLM_API_KEY": "x",
-               "TDAI_LLM_TIMEOUT_MS": "2500"}  # fmt: skip
+               "TDAI_LLM_TIMEOUT_MS": "2500", **KEYWORD_ONLY}  # fmt: skip
         gw = GatewayProcess(tmp_path / "data", env=env).start()
         ids = [f"call_resume_{i}" for i in range(3)]
         try:

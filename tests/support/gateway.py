@@ -24,6 +24,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# For a gateway whose test is about something else than meaning (offload, supervision, the
+# wire): no embedding model, so none of its CPU goes to the background vector fill (~60% of a
+# test gateway's busy time with the default models, bench/RESULTS.md "Session 21").
+KEYWORD_ONLY = {"TDAI_EMBEDDING_PROVIDER": "none"}
+
 STARTS = {"subprocess": 0}  # reported at the session's end (tests/conftest.py)
 
 

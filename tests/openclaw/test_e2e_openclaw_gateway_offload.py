@@ -22,12 +22,20 @@ One Gateway plays two sessions, one after the other:
    next model call on; the read tool is offered by name and every read is answered uncut; the
    pages of each joined are the original byte for byte.
 
-Both ran as ``openclaw agent --local`` turns before (five OpenClaw starts, ~18 CPU-s each, and a
+3. **A session past the aggressive threshold**: each of three turns pastes a long zh/en log,
+   runs two tools and gets a long answer, so the third turn's history crosses the aggressive
+   threshold. OpenClaw's budget for the history (read from the ``/offload/assemble`` calls: the
+   bridge talks to our gateway through a transparent proxy for the whole module) is under the
+   window minus the reserve, the third turn's history is cut to it and named in a history
+   block, every model call of the turn keeps one canvas, and the turn is answered.
+
+All three ran as ``openclaw agent --local`` turns before (five OpenClaw starts, ~18 CPU-s each, and a
 Gateway of its own for the second): one Gateway for both costs ~20 CPU-s to start and ~2 a turn.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,8 +46,12 @@ import pytest
 from bench.hermes_offload_bench import SWE_QUICK, pick, replay_turns, task_count, task_of
 from memory_tencentdb.offload.canvas import parse_meta
 from tests.openclaw.gateway_run import OpenClawGateway
-from tests.openclaw.harness import OpenClawHome, require_openclaw
+from tests.openclaw.harness import BRIDGE_ID, OpenClawHome, require_openclaw
 from tests.openclaw.offload_support import (
+    HISTORY_MARK,
+    UNAVAILABLE,
+    FaultyProxy,
+    canvas_count,
     install_offload,
     is_stub,
     oc_exec,
@@ -52,7 +64,16 @@ from tests.openclaw.test_e2e_openclaw_readback import PageReader
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
 from tests.support.offload_replay import canvas_goal, task_key
-from tests.support.tool_agent import READ_TOOL, ToolAgent, make_text, prompt_tokens, text_of, tools
+from tests.support.tool_agent import (
+    READ_TOOL,
+    ToolAgent,
+    count_tokens,
+    make_text,
+    messages_tokens,
+    prompt_tokens,
+    text_of,
+    tools,
+)
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow]
 
@@ -61,6 +82,8 @@ WINDOW = 40_000
 REPLAY_SESSION = "agent:main:replay"
 TWO_SESSION = "agent:main:gw-offload"
 TWO_PROMPT = "请检查这两份日志 / please check these two logs (gateway run)"
+BUDGET_SESSION = "agent:main:budget"
+RESERVE = 16_384  # OpenClaw's default compaction reserve (settings compaction.reserveTokens)
 
 
 @dataclass
@@ -84,10 +107,19 @@ class TwoResults:
 
 
 @dataclass
+class Budget:
+    turns: list[Any] = field(default_factory=list)  # each turn's `openclaw agent` run
+    requests: list[list[dict[str, Any]]] = field(default_factory=list)  # each turn's model calls
+    # (path, request, answer) of each turn's offload calls of this session, through the proxy
+    exchanges: list[list[tuple[str, Any, Any]]] = field(default_factory=list)
+
+
+@dataclass
 class Played:
     gateway: GatewayProcess
     replay: Replay
     two: TwoResults
+    budget: Budget
     logs: str
 
 
@@ -166,6 +198,45 @@ def play_two_results(oc: OpenClawGateway, agent: ToolAgent, home: OpenClawHome) 
     return two
 
 
+# The budget session: what each turn pastes, which tools run, what the model answers.
+BUDGET_MARK = "第{0}轮：请分析这段日志 / turn {0}: analyse this log"
+SYSTEM_ROLES = ("system", "developer")
+
+
+def budget_answer(turn: int) -> str:
+    return make_text(12_000, "en", 70 + turn) + "\n" + make_text(3_000, "zh", 70 + turn)
+
+
+def play_budget(
+    oc: OpenClawGateway, agent: ToolAgent, home: OpenClawHome, proxy: FaultyProxy
+) -> Budget:
+    work = home.root / "budget"
+    work.mkdir()
+    budget = Budget()
+    for k in range(3):
+        paste = make_text(3_000, "en", 40 + k) + "\n" + make_text(1_200, "zh", 40 + k)
+        steps: list[Any] = []
+        for half, seed in (("a", 50), ("b", 60)):
+            path = work / f"budget-{k}-{half}.txt"
+            path.write_text(make_text(3_200, "en", seed + k), "utf-8")
+            steps.append(tools(oc_read(str(path), f"callbudget{k}{half}")))
+        start, first = agent.mark(), len(proxy.exchanges)
+        agent.push(*steps, budget_answer(k))
+        message = f"{BUDGET_MARK.format(k + 1)}\n{paste}"
+        done = oc.send(message, BUDGET_SESSION, asked=lambda s=start: agent.mark() > s, timeout=400)
+        agent.clear()
+        budget.turns.append(done)
+        budget.requests.append(turn_requests(agent, start))
+        budget.exchanges.append(
+            [
+                (path, q, a)
+                for path, q, a in proxy.exchanges[first:]
+                if isinstance(q, dict) and q.get("session_key") == BUDGET_SESSION
+            ]
+        )
+    return budget
+
+
 def turn_requests(agent: ToolAgent, start: int) -> list[dict[str, Any]]:
     """The turn's model calls since ``start``, without OpenClaw's memory flush of a session
     (FLUSH), which may run between them: not a call of the turn."""
@@ -180,22 +251,24 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
     # A gateway of its own: the canvases in its data directory are these sessions' only.
     gw = GatewayProcess(tmp / "data").start()
     try:
-        with FakeLLM() as llm:
+        with FakeLLM() as llm, FaultyProxy(gw.port, "pass") as proxy:
             agent = ToolAgent(llm)
             agent.aside = lambda body: any(t.startswith(FLUSH) for t in user_texts(body)[-1:])
             home = OpenClawHome(install, tmp / "home", llm.base_url)
             cfg = install_offload(home, gw, SCOPE)
             cfg["models"]["providers"]["fake"]["models"][0]["contextWindow"] = WINDOW
+            cfg["plugins"]["entries"][BRIDGE_ID]["config"]["port"] = proxy.port
             home.write_config(cfg)
             oc = OpenClawGateway(home)
             try:
                 oc.wait_listening()
                 replay = play_replay(oc, agent, tmp, gw)
                 two = play_two_results(oc, agent, home)
+                budget = play_budget(oc, agent, home, proxy)
                 assert oc.proc.poll() is None, "one OpenClaw Gateway served every turn"
             finally:
                 oc.stop()
-            yield Played(gw, replay, two, oc.logs())
+            yield Played(gw, replay, two, budget, oc.logs())
     finally:
         gw.stop()
 
@@ -317,3 +390,65 @@ def test_two_results_are_stubs_from_the_next_call_and_read_back_whole(played: Pl
         + f"; {READ_TOOL} offered directly: {all(two.reader.offered)}"
     )
     assert offered_directly(requests[-1], READ_TOOL)
+
+
+# --- a session that crosses the aggressive threshold -------------------------------------------
+
+
+def prompt_index(request: dict[str, Any], marker: str) -> int:
+    """Index of the user message holding this turn's prompt (OpenClaw adds its own after it)."""
+    msgs = request["messages"]
+    return max(
+        i for i, m in enumerate(msgs) if m["role"] == "user" and marker in text_of(m.get("content"))
+    )
+
+
+def history_tokens(request: dict[str, Any], marker: str) -> int:
+    """Tokens of what the context engine assembled: the messages before the prompt, no system."""
+    before = request["messages"][: prompt_index(request, marker)]
+    return messages_tokens({"messages": [m for m in before if m["role"] not in SYSTEM_ROLES]})
+
+
+def test_session_past_the_aggressive_threshold_stays_in_budget_and_goes_on(
+    played: Played,
+) -> None:
+    b = played.budget
+    for done in b.turns:
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:] + played.logs[-3000:]
+        assert "--local" not in " ".join(done.args)
+    assert UNAVAILABLE not in played.logs
+    calls = [(q, a) for path, q, a in b.exchanges[2] if path == "/offload/assemble"]
+    assert calls, "the context engine never asked the gateway in turn 3"
+    pre, answer = calls[0]  # before the prompt: OpenClaw's budget for the whole history
+    budget = pre["token_budget"]
+    assert budget < WINDOW - RESERVE, budget
+    # What turn 3 would carry verbatim (a lower bound): turn 2's last request, its answer.
+    last2 = b.requests[1][-1]
+    marker2 = BUDGET_MARK.format(2)
+    verbatim = (
+        history_tokens(last2, marker2)
+        + messages_tokens({"messages": last2["messages"][prompt_index(last2, marker2) :]})
+        + count_tokens(budget_answer(1))
+    )
+    assert verbatim > 0.85 * budget, (verbatim, budget, "the session never crossed the line")
+    assert answer["level"] in ("aggressive", "emergency"), (answer["level"], answer["stats"])
+    assert answer["stats"]["removed"] > 0 and answer["estimated_tokens"] <= budget
+    marker3 = BUDGET_MARK.format(3)
+    for request in b.requests[2]:  # every model call of the turn, the tool loop's included
+        assert history_tokens(request, marker3) <= budget, (
+            history_tokens(request, marker3),
+            budget,
+        )
+        before = json.dumps(
+            request["messages"][: prompt_index(request, marker3)], ensure_ascii=False
+        )
+        assert HISTORY_MARK in before, "what left the context is named in a history block"
+    every = [r for reqs in b.requests for r in reqs]
+    assert canvas_count(every[0]) <= 1
+    for k, request in enumerate(every[1:], start=1):  # after the first tool result
+        assert canvas_count(request) == 1, (k, json.dumps(request["messages"])[-3000:])
+    for request in every:
+        assert prompt_tokens(request) <= WINDOW
+    out = b.turns[2].stdout
+    answered = json.dumps(json.loads(out[out.find("{") :]), ensure_ascii=False)
+    assert budget_answer(2).splitlines()[0] in answered, "turn 3 was answered"

@@ -452,3 +452,9 @@ def test_session_past_the_aggressive_threshold_stays_in_budget_and_goes_on(
     out = b.turns[2].stdout
     answered = json.dumps(json.loads(out[out.find("{") :]), ensure_ascii=False)
     assert budget_answer(2).splitlines()[0] in answered, "turn 3 was answered"
+    print(
+        f"\n  openclaw gateway run, past the aggressive threshold: OpenClaw's history budget"
+        f" {budget} tokens (window {WINDOW}); turn 3 assembled at level {answer['level']},"
+        f" {answer['stats']['removed']} messages left the context,"
+        f" {answer['estimated_tokens']} tokens; {len(every)} model calls in 3 turns"
+    )

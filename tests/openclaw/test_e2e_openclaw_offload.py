@@ -12,6 +12,8 @@ Five throwaway OpenClaw homes, played three at a time (every `agent --local` tur
   the originals and for "behaviour unchanged".
 - "down", "slow", "error": offload on, but the gateway is not listening / takes longer than every
   offload deadline / answers 500 on the offload routes. Three tool calls and an answer each.
+  "down" also has a typo and a wrongly typed value in its bridge config (warnings only), and its
+  turn waits in the spool.
 
 A session past the aggressive threshold (a 40k window) is played under ``openclaw gateway run``
 in test_e2e_openclaw_gateway_offload.py, beside the replay.
@@ -232,6 +234,10 @@ def play_off(install, root, gateway) -> Played:
     return played
 
 
+BAD_KEYS = {"recal": {}, "capture": {"timeoutMs": "soon"}}
+FAULTY_PROMPT = "请检查这三份日志 / please check these three logs"
+
+
 def play_faulty(install, root, gateway, name: str) -> Played:
     """Offload on with the slot, and a gateway that is down, slow or failing (500)."""
     llm = FakeLLM().start()
@@ -243,10 +249,12 @@ def play_faulty(install, root, gateway, name: str) -> Played:
 
     def run(port: int) -> None:
         config = bridge_config(gateway, played.scope, port=port, offload={"enabled": True})
+        if name == "down":  # and a typo and a wrongly typed value: warnings, never a failure
+            config.update(BAD_KEYS)
         home.install_plugin(BRIDGE_DIR, BRIDGE_ID, config)
         set_slot(home, BRIDGE_ID)
         played.agent.push(*turn_one_steps(work, docs, read_back_zh=False))
-        played.play("请检查这三份日志 / please check these three logs", f"agent:main:{name}")
+        played.play(FAULTY_PROMPT, f"agent:main:{name}")
 
     if name == "down":
         run(free_port())
@@ -418,6 +426,22 @@ def test_gateway_trouble_keeps_the_original_outputs(runs: Runs, name: str) -> No
     assert UNAVAILABLE not in everything
     if name != "down":
         assert p.proxy_hits.get("/offload/tool-result"), p.proxy_hits  # it really was asked
+
+
+def test_gateway_down_the_turn_waits_in_the_spool_and_bad_config_only_warns(runs: Runs) -> None:
+    p = runs.faulty["down"]
+    assert_ok(p, 0)
+    err = p.turns[0].stderr
+    assert "recall skipped: unreachable" in err
+    # The turn it could not deliver waits on disk, private to the user.
+    spool = p.home.state_dir / "memory-tencentdb" / "spool"
+    kept = sorted(spool.glob("*.json"))
+    assert len(kept) == 1, err[-3000:]
+    assert kept[0].stat().st_mode & 0o777 == 0o600
+    assert FAULTY_PROMPT in kept[0].read_text("utf-8")
+    assert "capture not delivered" in err
+    # The config's typo and bad value are warnings, never an invalid openclaw.json.
+    assert 'unknown config key "recal" ignored' in err
 
 
 # --- offload off and the slot on legacy: as before -------------------------------------------

@@ -169,3 +169,10 @@ class OpenClawHome:
             "agent", "--local", "--agent", agent, "--session-key", session_key,
             "--message", message, "--json", timeout=timeout,
         )  # fmt: skip
+
+
+def agent_output(done: subprocess.CompletedProcess[str]) -> str:
+    """`openclaw agent --json` output, re-serialised without escapes for substring checks."""
+    start = done.stdout.find("{")
+    assert start >= 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.dumps(json.loads(done.stdout[start:]), ensure_ascii=False)

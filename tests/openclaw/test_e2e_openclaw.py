@@ -25,6 +25,7 @@ from tests.openclaw.harness import (
     REPO,
     OpenClawHome,
     OpenClawInstall,
+    agent_output,
     require_openclaw,
 )
 from tests.support.fake_llm import FakeLLM
@@ -49,13 +50,6 @@ class Runs:
     gateway: GatewayProcess
     install: subprocess.CompletedProcess[str]
     up: Turn
-
-
-def agent_output(done: subprocess.CompletedProcess[str]) -> str:
-    """`openclaw agent --json` output, re-serialised without escapes for substring checks."""
-    start = done.stdout.find("{")
-    assert start >= 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return json.dumps(json.loads(done.stdout[start:]), ensure_ascii=False)
 
 
 def timed_agent(home: OpenClawHome, llm: FakeLLM, message: str, session: str) -> Turn:

@@ -38,6 +38,7 @@ from tests.openclaw.harness import (
     REPO,
     OpenClawHome,
     OpenClawInstall,
+    agent_output,
     require_openclaw,
 )
 from tests.openclaw.offload_support import (
@@ -121,10 +122,6 @@ class Played:
     scope: str = ""
     installed: subprocess.CompletedProcess[str] | None = None
     proxy_hits: dict[str, int] = field(default_factory=dict)
-    # (path, request, answer) of every offload call, when the bridge talked through a proxy,
-    # and where each turn's calls began.
-    exchanges: list[tuple[str, Any, Any]] = field(default_factory=list)
-    exchange_marks: list[int] = field(default_factory=list)
 
     def requests(self, turn: int | None = None) -> list[dict[str, Any]]:
         reqs = self.agent.main_requests()
@@ -134,10 +131,7 @@ class Played:
         return reqs[self.marks[turn] : end]
 
     def output(self, turn: int) -> str:
-        done = self.turns[turn]
-        start = done.stdout.find("{")
-        assert start >= 0, done.stdout[-2000:] + done.stderr[-2000:]
-        return json.dumps(json.loads(done.stdout[start:]), ensure_ascii=False)
+        return agent_output(self.turns[turn])
 
     def logs(self) -> str:
         return "\n".join(d.stdout + d.stderr for d in self.turns)
@@ -147,8 +141,6 @@ class Played:
         data = {
             "marks": self.marks,
             "requests": self.requests(),
-            "exchanges": self.exchanges,
-            "exchange_marks": self.exchange_marks,
             "turns": [
                 {"rc": d.returncode, "stdout": d.stdout, "stderr": d.stderr} for d in self.turns
             ],

@@ -6,7 +6,7 @@ without ``--local``: it runs inside the one Gateway process, where the plugin, i
 and its tools were loaded once (test_e2e_openclaw_offload.py and test_e2e_openclaw_readback.py
 drive ``openclaw agent --local``, where the agent runs inside the CLI).
 
-One Gateway plays two sessions, one after the other:
+One Gateway plays three sessions, one after the other:
 
 1. **The replay** (the OpenClaw half of tests/hermes/test_hermes_offload_replay.py): the three
    SWE-agent / CTF sessions of the Hermes replay (bench/hermes_offload_bench.SWE_QUICK, our DEV
@@ -29,8 +29,9 @@ One Gateway plays two sessions, one after the other:
    window minus the reserve, the third turn's history is cut to it and named in a history
    block, every model call of the turn keeps one canvas, and the turn is answered.
 
-All three ran as ``openclaw agent --local`` turns before (five OpenClaw starts, ~18 CPU-s each, and a
-Gateway of its own for the second): one Gateway for both costs ~20 CPU-s to start and ~2 a turn.
+All three ran as ``openclaw agent --local`` turns before (eight OpenClaw starts, ~18 CPU-s each,
+and a Gateway of its own for the second): one Gateway for all costs ~20 CPU-s to start and ~2 a
+turn.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import pytest
 from bench.hermes_offload_bench import SWE_QUICK, pick, replay_turns, task_count, task_of
 from memory_tencentdb.offload.canvas import parse_meta
 from tests.openclaw.gateway_run import OpenClawGateway
-from tests.openclaw.harness import BRIDGE_ID, OpenClawHome, require_openclaw
+from tests.openclaw.harness import BRIDGE_ID, OpenClawHome, agent_output, require_openclaw
 from tests.openclaw.offload_support import (
     HISTORY_MARK,
     UNAVAILABLE,
@@ -161,17 +162,25 @@ def play_replay(oc: OpenClawGateway, agent: ToolAgent, tmp: Path, gw: GatewayPro
     replay.canvases = sorted(
         p.name
         for p in (gw.data_dir / "offload").glob("*/mmds/*.mmd")
-        if not parse_meta(p.read_text("utf-8")).task_goal.startswith(FLUSH)
+        if not parse_meta(p.read_text("utf-8")).task_goal.startswith(BACKGROUND)
     )
     return replay
 
 
-# Under `gateway run` (never under `--local`, where OpenClaw skips it), OpenClaw runs a
-# pre-compaction memory flush of a long session in a hidden session of its own
-# (`agent:main:internal-session-effects:<run>`), through the context engine: the gateway keeps a
-# journal and a task canvas for it too. Not a task of the replay; the closing note of session 25
-# says what the bridge should do with such sessions.
-FLUSH = "Pre-compaction memory flush"
+# OpenClaw's own background runs, under `gateway run` only (never under `--local`), each in a
+# hidden session of its own that goes through the context engine like a turn (the gateway keeps
+# a journal and a task canvas for it too), with the prompt that names it as a user message:
+# - the pre-compaction memory flush of a long session;
+# - the skill experience review of a session of 10 or more model calls, once the Gateway has
+#   been idle 30 s (seen once here: between the budget session's turns, over the replay's
+#   transcript, where it took the turn's scripted tool calls).
+# Not calls of any turn here, nor tasks of the replay; the closing notes of sessions 25 and 26
+# say what the bridge should do with such sessions.
+BACKGROUND = ("Pre-compaction memory flush", "Skill review.")
+
+
+def background_run(body: dict[str, Any]) -> bool:
+    return any(t.startswith(BACKGROUND) for t in user_texts(body))
 
 
 def play_two_results(oc: OpenClawGateway, agent: ToolAgent, home: OpenClawHome) -> TwoResults:
@@ -238,8 +247,8 @@ def play_budget(
 
 
 def turn_requests(agent: ToolAgent, start: int) -> list[dict[str, Any]]:
-    """The turn's model calls since ``start``, without OpenClaw's memory flush of a session
-    (FLUSH), which may run between them: not a call of the turn."""
+    """The turn's model calls since ``start``, without OpenClaw's background runs (BACKGROUND),
+    which may come between them: not calls of the turn."""
     aside = agent.aside or (lambda body: False)
     return [r for r in agent.main_requests()[start:] if not aside(r)]
 
@@ -253,7 +262,7 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Played]:
     try:
         with FakeLLM() as llm, FaultyProxy(gw.port, "pass") as proxy:
             agent = ToolAgent(llm)
-            agent.aside = lambda body: any(t.startswith(FLUSH) for t in user_texts(body)[-1:])
+            agent.aside = background_run
             home = OpenClawHome(install, tmp / "home", llm.base_url)
             cfg = install_offload(home, gw, SCOPE)
             cfg["models"]["providers"]["fake"]["models"][0]["contextWindow"] = WINDOW
@@ -449,9 +458,7 @@ def test_session_past_the_aggressive_threshold_stays_in_budget_and_goes_on(
         assert canvas_count(request) == 1, (k, json.dumps(request["messages"])[-3000:])
     for request in every:
         assert prompt_tokens(request) <= WINDOW
-    out = b.turns[2].stdout
-    answered = json.dumps(json.loads(out[out.find("{") :]), ensure_ascii=False)
-    assert budget_answer(2).splitlines()[0] in answered, "turn 3 was answered"
+    assert budget_answer(2).splitlines()[0] in agent_output(b.turns[2]), "turn 3 was answered"
     print(
         f"\n  openclaw gateway run, past the aggressive threshold: OpenClaw's history budget"
         f" {budget} tokens (window {WINDOW}); turn 3 assembled at level {answer['level']},"

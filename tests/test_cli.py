@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from memory_tencentdb import __version__
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess, free_port
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -40,9 +40,7 @@ def test_version():
 @pytest.fixture(scope="module")
 def keyed_gateway(tmp_path_factory: pytest.TempPathFactory):
     """A zero-config gateway (its own gateway.key) holding many long memories in one scope."""
-    gw = GatewayProcess(
-        tmp_path_factory.mktemp("cli") / "data", env={"TDAI_EMBEDDING_PROVIDER": "none"}
-    ).start()
+    gw = GatewayProcess(tmp_path_factory.mktemp("cli") / "data", env=KEYWORD_ONLY).start()
     with gw.client() as c:
         for i in range(30):
             r = c.post(

@@ -15,14 +15,12 @@ import socket
 import httpx
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory):
-    g = GatewayProcess(
-        tmp_path_factory.mktemp("contract") / "data", env={"TDAI_EMBEDDING_PROVIDER": "none"}
-    ).start()
+    g = GatewayProcess(tmp_path_factory.mktemp("contract") / "data", env=KEYWORD_ONLY).start()
     yield g
     g.stop()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 HEADER = {"kind": "memory-tencentdb-export", "version": 1}
 
@@ -49,9 +49,7 @@ def digests(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory: pytest.TempPathFactory):
     """A data directory with one memory of alice's; the gateway stopped (import is offline)."""
-    g = GatewayProcess(
-        tmp_path_factory.mktemp("imp") / "data", env={"TDAI_EMBEDDING_PROVIDER": "none"}
-    ).start()
+    g = GatewayProcess(tmp_path_factory.mktemp("imp") / "data", env=KEYWORD_ONLY).start()
     with g.client() as c:
         r = c.post(
             "/memories",

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 ALICE = "alice-key-0123456789abcdef"
 BOB = "bob-key-0123456789abcdef"
@@ -37,7 +37,7 @@ def test_a_bad_keys_file_at_start_exits_2_naming_it(tmp_path: Path, text: str, s
     data = tmp_path / "data"
     data.mkdir()
     (data / "keys.json").write_text(text, "utf-8")
-    gw = GatewayProcess(data, env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = GatewayProcess(data, env=KEYWORD_ONLY)
     run = subprocess.run(
         [sys.executable, "-m", "memory_tencentdb", "serve"],
         env=gw.env(),
@@ -88,7 +88,7 @@ def test_a_bad_keys_file_at_run_time_keeps_the_last_good_keys(start_gateway, tmp
     data = tmp_path / "data"
     data.mkdir()
     _write(data, json.dumps(GOOD))
-    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"}, data_dir=data)
+    gw = start_gateway(env=KEYWORD_ONLY, data_dir=data)
     assert _status(gw, ALICE) == 200 and _status(gw, BOB) == 200
     # A file that revokes alice but cannot be used: nothing changes, nothing answers 5xx.
     _write(data, bad)

@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 FAST = {
-    "TDAI_EMBEDDING_PROVIDER": "none",
+    **KEYWORD_ONLY,
     "TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "1",
     "TDAI_MEMORY__PIPELINE__L2_DELAY_AFTER_L1_SECONDS": "0",
     "TDAI_MEMORY__PIPELINE__L2_MIN_INTERVAL_SECONDS": "0",

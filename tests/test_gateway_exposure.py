@@ -15,6 +15,8 @@ import os
 import stat
 from pathlib import Path
 
+from tests.support.gateway import KEYWORD_ONLY
+
 
 def _modes(root: Path) -> dict[str, int]:
     out = {}
@@ -36,7 +38,7 @@ def test_data_files_are_private_including_old_ones(start_gateway, tmp_path: Path
     os.chmod(data / "persona.md", 0o644)
     os.chmod(data / "scene_blocks" / "tea.md", 0o644)
     # A gateway process: the file modes come from ``serve``'s umask (``cli.main``).
-    gw = start_gateway(data_dir=data, env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_gateway(data_dir=data, env=KEYWORD_ONLY)
     with gw.client() as c:
         assert (
             c.post(
@@ -88,9 +90,7 @@ def test_data_files_are_private_including_old_ones(start_gateway, tmp_path: Path
 
 
 def test_host_allow_list_stops_dns_rebinding(start_app_gateway):
-    gw = start_app_gateway(
-        env={"TDAI_EMBEDDING_PROVIDER": "none", "TDAI_GATEWAY_ALLOWED_HOSTS": "memory.internal"}
-    )
+    gw = start_app_gateway(env={**KEYWORD_ONLY, "TDAI_GATEWAY_ALLOWED_HOSTS": "memory.internal"})
     body = {"query": "x", "session_key": "s"}
     with gw.client() as c:
         for host in (
@@ -126,7 +126,7 @@ def _day_file(data_dir: Path) -> Path:
 
 
 def test_health_degradation_clears_when_the_cause_is_gone(start_app_gateway, scope: str):
-    gw = start_app_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_app_gateway(env=KEYWORD_ONLY)
     turn = {
         "session_key": "s",
         "scope": scope,
@@ -154,7 +154,7 @@ def test_health_degradation_clears_when_the_cause_is_gone(start_app_gateway, sco
 
 def test_offload_reads_stay_in_the_callers_scope(start_app_gateway, scope: str):
     """Another scope's offloaded tool result cannot be read by id, by its ref or by a path."""
-    gw = start_app_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_app_gateway(env=KEYWORD_ONLY)
     other = scope + "-other"
     secret = "机密 secret build log: token=abc123 " * 40
     with gw.client() as c:

@@ -14,6 +14,7 @@ from pathlib import Path
 from memory_tencentdb.gateway.access import OWNER, load_policy
 from memory_tencentdb.gateway.security import GatewayGuard
 from memory_tencentdb.ownership import GatewayAuth
+from tests.support.gateway import KEYWORD_ONLY
 
 KEY = "audit-key-4c1d9b"
 
@@ -33,7 +34,7 @@ def _raw_request(port: int, head: str) -> bytes:
 
 
 def test_one_exact_authorization_header(start_gateway):
-    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none", "TDAI_GATEWAY_API_KEY": KEY})
+    gw = start_gateway(env={**KEYWORD_ONLY, "TDAI_GATEWAY_API_KEY": KEY})
     body = '{"query": "x", "session_key": "s"}'
 
     def post(auth_lines: list[str]) -> bytes:
@@ -83,7 +84,7 @@ def _day_file(data_dir: Path) -> Path:
 
 
 def test_a_500_keeps_the_pooled_connection(start_gateway, scope: str):
-    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_gateway(env=KEYWORD_ONLY)
     turn = {"session_key": "s", "scope": scope, "user_content": "hello", "assistant_content": "hi"}
     with gw.client() as c:
         assert c.post("/capture", json=turn).status_code == 200

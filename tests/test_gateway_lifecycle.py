@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from memory_tencentdb.pipeline.layout import scope_root
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 FACTS = [
     ("I prefer green tea to coffee.", "Noted."),
@@ -109,7 +109,7 @@ def test_cancel_keeps_the_gateway_up(start_gateway, fake_llm):
     # A slow LLM keeps L1 running, so no drain can finish before the cancel.
     fake_llm.push(*[{"delay": 8, "content": "[]"} for _ in range(6)])
     env_llm = {"TDAI_LLM_BASE_URL": fake_llm.base_url, "TDAI_LLM_TIMEOUT_MS": "20000"}
-    gw = start_gateway(env={**RULES, "TDAI_EMBEDDING_PROVIDER": "none", **env_llm})
+    gw = start_gateway(env={**RULES, **KEYWORD_ONLY, **env_llm})
     scope = f"cancel-{uuid.uuid4().hex[:8]}"
     _capture_all(gw, scope)
     with gw.client() as c:
@@ -132,7 +132,7 @@ def test_cancel_keeps_the_gateway_up(start_gateway, fake_llm):
 def test_drain_does_not_wait_for_retries_due_after_its_bound(start_gateway):
     """The LLM is down: L1 retries in 30 s, after the drain's bound; exit at once, keep it."""
     env_llm = {"TDAI_LLM_BASE_URL": "http://127.0.0.1:9/v1", "TDAI_LLM_TIMEOUT_MS": "1000"}
-    gw = start_gateway(env={**RULES, "TDAI_EMBEDDING_PROVIDER": "none", **env_llm})
+    gw = start_gateway(env={**RULES, **KEYWORD_ONLY, **env_llm})
     scope = f"down-{uuid.uuid4().hex[:8]}"
     _capture_all(gw, scope)
     deadline = time.monotonic() + 20
@@ -180,7 +180,7 @@ def test_drain_leaves_the_messages_embedding_backlog_to_the_next_start(start_gat
 
 
 def test_shutdown_needs_the_key(start_gateway):
-    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_gateway(env=KEYWORD_ONLY)
     r = httpx.post(gw.base_url + "/admin/shutdown", json={"drain_s": 1}, timeout=10)
     assert r.status_code == 401
     time.sleep(0.5)

@@ -10,6 +10,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tests.support.gateway import KEYWORD_ONLY
+
 
 @pytest.mark.both_backends  # on PostgreSQL it found nothing until L1 scores were centred there
 def test_model_change_reembeds_in_background_and_keeps_old_vectors(start_gateway, tmp_path, scope):
@@ -53,9 +55,7 @@ def test_model_change_reembeds_in_background_and_keeps_old_vectors(start_gateway
 
 
 def test_day_files_follow_the_configured_timezone(start_gateway, scope):
-    gw = start_gateway(
-        env={"TDAI_TIMEZONE": "Pacific/Kiritimati", "TDAI_EMBEDDING_PROVIDER": "none"}
-    )
+    gw = start_gateway(env={"TDAI_TIMEZONE": "Pacific/Kiritimati", **KEYWORD_ONLY})
     with gw.client() as c:
         c.post(
             "/capture",
@@ -76,7 +76,7 @@ def test_day_files_follow_the_configured_timezone(start_gateway, scope):
 
 
 def test_cli_status_and_search(start_gateway, scope):
-    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_gateway(env=KEYWORD_ONLY)
     with gw.client() as c:
         c.post(
             "/memories",

@@ -14,9 +14,8 @@ import sys
 
 import httpx
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
-NO_EMB = {"TDAI_EMBEDDING_PROVIDER": "none"}
 IDENTITY = ("status", "ready", "version", "instance", "data_dir", "pid", "auth")
 
 
@@ -31,7 +30,7 @@ def _cli(gw: GatewayProcess, *args: str, env: dict[str, str] | None = None):
 
 
 def test_zero_config_creates_a_key_file_and_demands_it(start_gateway, scope: str):
-    gw = start_gateway(env=NO_EMB)
+    gw = start_gateway(env=KEYWORD_ONLY)
     key_file = gw.data_dir / "gateway.key"
     token = key_file.read_text("utf-8").strip()
     assert len(token) >= 40 and stat.S_IMODE(key_file.stat().st_mode) == 0o600
@@ -56,8 +55,8 @@ def test_zero_config_creates_a_key_file_and_demands_it(start_gateway, scope: str
 
 def test_another_data_directory_answers_401_to_our_key(start_gateway, tmp_path, scope: str):
     """The privacy defect: a gateway of another HOME on the port must not accept our turns."""
-    ours = start_gateway(env=NO_EMB)
-    foreign = start_gateway(env=NO_EMB, data_dir=tmp_path / "other-home" / "data")
+    ours = start_gateway(env=KEYWORD_ONLY)
+    foreign = start_gateway(env=KEYWORD_ONLY, data_dir=tmp_path / "other-home" / "data")
     assert ours.token and foreign.token and ours.token != foreign.token
     turn = {
         "user_content": "My locker code is 4711",
@@ -80,13 +79,13 @@ def test_another_data_directory_answers_401_to_our_key(start_gateway, tmp_path, 
 
 def test_auth_off_and_configured_key_make_no_key_file(start_gateway, scope: str):
     body = {"query": "x", "session_key": "s", "scope": scope}
-    off = start_gateway(env={**NO_EMB, "TDAI_GATEWAY_AUTH": "off"})
+    off = start_gateway(env={**KEYWORD_ONLY, "TDAI_GATEWAY_AUTH": "off"})
     assert not (off.data_dir / "gateway.key").exists() and off.token is None
     assert httpx.post(off.base_url + "/recall", json=body, timeout=10).status_code == 200
     assert httpx.get(off.base_url + "/health").json()["auth"] == "off"
     assert "auth off" in off.log()
 
-    keyed = start_gateway(env={**NO_EMB, "TDAI_GATEWAY_API_KEY": "configured-key-123"})
+    keyed = start_gateway(env={**KEYWORD_ONLY, "TDAI_GATEWAY_API_KEY": "configured-key-123"})
     assert not (keyed.data_dir / "gateway.key").exists()
     assert httpx.get(keyed.base_url + "/health").json()["auth"] == "configured"
     with keyed.client() as c:
@@ -97,20 +96,20 @@ def test_auth_off_from_the_config_file(start_gateway, tmp_path, scope: str):
     data = tmp_path / "cfg-data"
     data.mkdir()
     (data / "tdai-gateway.yaml").write_text("server:\n  auth: off\n", "utf-8")
-    gw = start_gateway(env=NO_EMB, data_dir=data)
+    gw = start_gateway(env=KEYWORD_ONLY, data_dir=data)
     body = {"query": "x", "session_key": "s", "scope": scope}
     assert httpx.post(gw.base_url + "/recall", json=body, timeout=10).status_code == 200
     assert not (data / "gateway.key").exists()
 
 
 def test_one_gateway_per_data_directory(start_gateway):
-    gw = start_gateway(env=NO_EMB)
+    gw = start_gateway(env=KEYWORD_ONLY)
     lock = json.loads((gw.data_dir / "gateway.lock").read_text("utf-8"))
     assert lock["pid"] == gw.proc.pid and lock["port"] == gw.port
     health = httpx.get(gw.base_url + "/health").json()
     assert lock["instance"] == health["instance"] and lock["started_at"]
 
-    second = GatewayProcess(gw.data_dir, env=NO_EMB)
+    second = GatewayProcess(gw.data_dir, env=KEYWORD_ONLY)
     done = subprocess.run(
         [sys.executable, "-m", "memory_tencentdb", "serve"],
         env=second.env(),
@@ -127,7 +126,7 @@ def test_one_gateway_per_data_directory(start_gateway):
 
 
 def test_reindex_refused_while_a_gateway_runs(start_gateway, scope: str):
-    gw = start_gateway(env=NO_EMB)
+    gw = start_gateway(env=KEYWORD_ONLY)
     with gw.client() as c:
         turn = {"user_content": "我住在成都", "assistant_content": "好", "session_key": "s"}
         assert c.post("/capture", json={**turn, "scope": scope}).status_code == 200

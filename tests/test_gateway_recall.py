@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 pytestmark = pytest.mark.both_backends  # `make test` runs this suite on PostgreSQL too
 
@@ -215,7 +215,7 @@ def test_keyword_strategy(start_gateway, scope: str):
 def test_keyword_search_finds_a_scope_crowded_out_by_another(start_gateway, scope: str):
     """Keyword ranking runs across the whole FTS index first; when another scope fills the top
     of it, the scope-filtered query must still find this scope's match."""
-    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_gateway(env=KEYWORD_ONLY)
     crowd = scope + "-crowd"
     with gw.client() as c:
         for i in range(40):
@@ -236,7 +236,7 @@ def test_keyword_recall_of_a_small_scope_beside_a_large_one(start_gateway, scope
     """Keyword search ranks the index's best rows across all scopes before it tests their scope
     (issue 14: speed at 100k). A scope whose matches all rank below more than that many rows
     of another scope must still get them, in /recall and /search, first time and after."""
-    gw = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none", "TDAI_RECALL_STRATEGY": "keyword"})
+    gw = start_gateway(env={**KEYWORD_ONLY, "TDAI_RECALL_STRATEGY": "keyword"})
     crowd = scope + "-crowd"
     mine = ["用户每周六早上去河边跑步 jogging", "The user keeps running shoes by the door, 跑步鞋"]
     with gw.client() as c:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import logging
 
 from tests.support.fake_llm import FakeLLM
+from tests.support.gateway import KEYWORD_ONLY
 
 KEY = "s3cret-token-9f8e7d"
 
 
 def test_bearer_auth(start_app_gateway, scope: str, caplog):
     caplog.set_level(logging.DEBUG)
-    gw = start_app_gateway(env={"TDAI_GATEWAY_API_KEY": KEY, "TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_app_gateway(env={"TDAI_GATEWAY_API_KEY": KEY, **KEYWORD_ONLY})
     body = {"query": "x", "session_key": "s", "scope": scope}
     with gw.client(token="") as c:
         assert c.get("/health").status_code == 200  # open, for supervisors and probes
@@ -40,9 +41,7 @@ def test_bearer_auth(start_app_gateway, scope: str, caplog):
 
 
 def test_cors_allow_list(start_app_gateway):
-    gw = start_app_gateway(
-        env={"TDAI_CORS_ORIGINS": "https://app.example.com", "TDAI_EMBEDDING_PROVIDER": "none"}
-    )
+    gw = start_app_gateway(env={"TDAI_CORS_ORIGINS": "https://app.example.com", **KEYWORD_ONLY})
     with gw.client(token="") as c:
         ok = c.options("/recall", headers={"Origin": "https://app.example.com"})
         assert ok.status_code == 204
@@ -57,7 +56,7 @@ def test_cors_allow_list(start_app_gateway):
 
 
 def test_no_embedding_is_keyword_only_and_visible(start_app_gateway, scope: str):
-    gw = start_app_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_app_gateway(env=KEYWORD_ONLY)
     with gw.client() as c:
         health = c.get("/health").json()
         c.post(

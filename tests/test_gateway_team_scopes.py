@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.gateway import KEYWORD_ONLY
 from tests.support.inprocess import InProcessGateway
 
 # Sharing is what a PostgreSQL store is for (a team's gateways on one database), so `make test`
@@ -250,7 +251,7 @@ def _reload_gateway(start_app_gateway, tmp_path: Path) -> InProcessGateway:
     data = tmp_path / "reload-data"
     data.mkdir()
     _write_keys(data, KEYS_FILE)
-    return start_app_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"}, data_dir=data)
+    return start_app_gateway(env=KEYWORD_ONLY, data_dir=data)
 
 
 def _status(gw: InProcessGateway, key: str, path: str = "/scopes") -> int:

@@ -23,7 +23,7 @@ import pytest
 
 from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
 
 KEY_A = "key-agent-a-0123456789"
@@ -31,7 +31,7 @@ KEY_B = "key-agent-b-0123456789"
 SECRET_A = "sk-host-secret-AAAA-1234"
 SECRET_B = "sk-host-secret-BBBB-5678"
 FAST = {
-    "TDAI_EMBEDDING_PROVIDER": "none",
+    **KEYWORD_ONLY,
     "TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "1",
     "TDAI_MEMORY__PIPELINE__L2_DELAY_AFTER_L1_SECONDS": "0",
     "TDAI_MEMORY__PIPELINE__L2_MIN_INTERVAL_SECONDS": "0",

@@ -13,7 +13,7 @@ import termios
 
 import httpx
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 
 def cli(env, *args, **kw):
@@ -54,7 +54,7 @@ def on_a_terminal(env, *args) -> str:
 
 def test_logs_stop_and_progress(tmp_path, scope):
     data = tmp_path / "data"
-    gw = GatewayProcess(data, env={"TDAI_EMBEDDING_PROVIDER": "none"}).start()
+    gw = GatewayProcess(data, env=KEYWORD_ONLY).start()
     try:
         with gw.client() as c:
             for text in ("用户喜欢喝乌龙茶", "The user is learning Portuguese"):

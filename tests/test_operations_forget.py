@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 FAST = {
     "TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "1",
@@ -438,7 +438,7 @@ def test_secrets_never_reach_a_file_recall_or_search(start_gateway, tmp_path, sc
 
 def test_purge_keeps_a_live_memory_that_contains_the_forgotten_text(start_gateway, tmp_path, scope):
     data = tmp_path / "data"
-    g = start_gateway(env={"TDAI_EMBEDDING_PROVIDER": "none"}, data_dir=data)
+    g = start_gateway(env=KEYWORD_ONLY, data_dir=data)
     gone = remember(g, scope, "用户喜欢猫")
     kept = remember(g, scope, "用户喜欢猫和狗，周末常去宠物店")
     gone_en = remember(g, scope, "The user likes jazz")
@@ -461,9 +461,7 @@ def test_purge_keeps_a_live_memory_that_contains_the_forgotten_text(start_gatewa
 
 @pytest.mark.both_backends
 def test_redaction_can_be_turned_off(start_gateway, scope):
-    g = start_gateway(
-        env={"TDAI_MEMORY__REDACTION__ENABLED": "false", "TDAI_EMBEDDING_PROVIDER": "none"}
-    )
+    g = start_gateway(env={"TDAI_MEMORY__REDACTION__ENABLED": "false", **KEYWORD_ONLY})
     assert g.wait_healthy()["redaction"]["enabled"] is False
     with g.client() as c:
         c.post(

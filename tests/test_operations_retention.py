@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 OLD = "2020-01-01T08:00:00.000Z"
 
@@ -104,7 +104,7 @@ def test_retention_drops_only_what_nothing_cites(tmp_path):
             "TDAI_MEMORY__RETENTION__L0_DAYS": "30",
             "TDAI_MEMORY__RETENTION__FIRST_RUN_DELAY_SECONDS": "0.5",
             "TDAI_MEMORY__OFFLOAD__OFFLOAD_RETENTION_DAYS": "3",
-            "TDAI_EMBEDDING_PROVIDER": "none",
+            **KEYWORD_ONLY,
         },
     )
     out = cli(gw.env(), "import", str(old_data(tmp_path)))

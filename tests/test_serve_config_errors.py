@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.gateway import GatewayProcess, free_port
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess, free_port
 
 TEAM = "team:research"
 
@@ -59,7 +59,7 @@ def test_bad_keys_file_stops_startup_with_a_clear_error(tmp_path: Path, text, me
     data = tmp_path / "data"
     data.mkdir()
     (data / "keys.json").write_text(text, "utf-8")
-    gw = GatewayProcess(data, env={"TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = GatewayProcess(data, env=KEYWORD_ONLY)
     run = subprocess.run(
         [sys.executable, "-m", "memory_tencentdb", "serve"],
         env=gw.env(),
@@ -75,7 +75,7 @@ def test_bad_keys_file_stops_startup_with_a_clear_error(tmp_path: Path, text, me
 def test_missing_explicit_keys_file_is_an_error(tmp_path: Path):
     gw = GatewayProcess(
         tmp_path / "data",
-        env={"TDAI_EMBEDDING_PROVIDER": "none", "TDAI_GATEWAY_KEYS_FILE": "nope.json"},
+        env={**KEYWORD_ONLY, "TDAI_GATEWAY_KEYS_FILE": "nope.json"},
     )
     gw.data_dir.mkdir(parents=True)
     run = subprocess.run(

@@ -17,6 +17,7 @@ import httpx
 import psycopg
 
 from tests.support import postgres
+from tests.support.gateway import KEYWORD_ONLY
 
 CLIENTS = 24
 # 8 pooled readers + writer + vector writer + claims of the pipeline's workers (a few).
@@ -38,7 +39,7 @@ def test_many_clients_share_a_bounded_number_of_connections(start_gateway, scope
         env={
             "TDAI_STORE_BACKEND": "postgres",
             "TDAI_POSTGRES_DSN": dsn,
-            "TDAI_EMBEDDING_PROVIDER": "none",
+            **KEYWORD_ONLY,
         }
     )
     failures: list[str] = []

@@ -14,7 +14,7 @@ import pytest
 from memory_tencentdb.store.records import KeywordHit, L0Input, L0Message, Memory
 from memory_tencentdb.store.sqlite.store import Store
 from tests.support import postgres
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 pytestmark = pytest.mark.both_backends
 
@@ -207,7 +207,7 @@ def test_one_message_id_from_the_journal_to_the_http_answers(start_gateway, scop
     gw: GatewayProcess = start_gateway(
         env={
             "TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "1",
-            "TDAI_EMBEDDING_PROVIDER": "none",
+            **KEYWORD_ONLY,
         }
     )
     with gw.client() as c:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 from .harness import HermesHome, main_requests
 
@@ -22,9 +22,7 @@ def _tool_answer(request: dict) -> dict:
 
 
 def test_forget_tool_in_a_real_hermes_chat(home: HermesHome, llm):
-    gw = GatewayProcess(
-        home.data_dir, env={"TDAI_EMBEDDING_PROVIDER": "none"}, port=home.port
-    ).start()
+    gw = GatewayProcess(home.data_dir, env=KEYWORD_ONLY, port=home.port).start()
     try:
         scope = home.default_scope()
         ids = {}

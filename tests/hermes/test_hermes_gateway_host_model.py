@@ -19,7 +19,7 @@ import pytest
 
 from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
 
 from .gateway_mode import HermesGateway
@@ -28,7 +28,7 @@ from .harness import HermesHome
 pytestmark = pytest.mark.hermes
 
 FAST = {
-    "TDAI_EMBEDDING_PROVIDER": "none",
+    **KEYWORD_ONLY,
     "TDAI_MEMORY__PIPELINE__L2_DELAY_AFTER_L1_SECONDS": "0",
     "TDAI_MEMORY__PIPELINE__L2_MIN_INTERVAL_SECONDS": "0",
     "TDAI_LLM__HOST_REST_SECONDS": "1",

@@ -19,7 +19,7 @@ import pytest
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
 
 from .harness import HermesHome, last_user_text, main_requests, wait_dead
@@ -27,7 +27,7 @@ from .harness import HermesHome, last_user_text, main_requests, wait_dead
 pytestmark = pytest.mark.hermes
 
 FAST = {
-    "TDAI_EMBEDDING_PROVIDER": "none",  # keyword recall: no model load in a one-shot test
+    **KEYWORD_ONLY,  # keyword recall: no model load in a one-shot test
     "TDAI_MEMORY__PIPELINE__L2_DELAY_AFTER_L1_SECONDS": "0",
     "TDAI_MEMORY__PIPELINE__L2_MIN_INTERVAL_SECONDS": "0",
 }

@@ -30,7 +30,7 @@ from hermes_plugin.provider import (
     _limit,
 )
 from hermes_plugin.supervisor import UP
-from tests.support.gateway import free_port
+from tests.support.gateway import KEYWORD_ONLY, free_port
 
 from .harness import REPO, answers, wait_dead
 
@@ -48,7 +48,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimpleNames
         "TDAI_DATA_DIR": str(tmp_path / "data"),
         "MEMORY_TENCENTDB_GATEWAY_PORT": str(port),
         "MEMORY_TENCENTDB_GATEWAY_CMD": GATEWAY_CMD,
-        "TDAI_EMBEDDING_PROVIDER": "none",  # supervision is under test, not embeddings
+        **KEYWORD_ONLY,  # supervision is under test, not embeddings
     }
     for k, v in values.items():
         monkeypatch.setenv(k, v)
@@ -352,7 +352,7 @@ def test_a_gateway_that_rejects_our_key_gets_no_turns_and_memory_pauses(env, mon
 
     gw = GatewayProcess(
         env.home.parent / "foreign",
-        env={"TDAI_GATEWAY_API_KEY": "their-key", "TDAI_EMBEDDING_PROVIDER": "none"},
+        env={"TDAI_GATEWAY_API_KEY": "their-key", **KEYWORD_ONLY},
         port=env.port,
     ).start()
     monkeypatch.setenv("MEMORY_TENCENTDB_GATEWAY_API_KEY", "our-key")

@@ -17,7 +17,7 @@ import pytest
 from hermes_plugin import recall_placement
 from hermes_plugin.config import Settings, parse_value
 from hermes_plugin.provider import MemoryTencentdbProvider
-from tests.support.gateway import free_port
+from tests.support.gateway import KEYWORD_ONLY, free_port
 
 from .test_provider import GATEWAY_CMD, started
 
@@ -34,7 +34,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "TDAI_DATA_DIR": str(tmp_path / "data"),
         "MEMORY_TENCENTDB_GATEWAY_PORT": str(free_port()),
         "MEMORY_TENCENTDB_GATEWAY_CMD": GATEWAY_CMD,
-        "TDAI_EMBEDDING_PROVIDER": "none",  # keyword recall: the placement is under test
+        **KEYWORD_ONLY,  # keyword recall: the placement is under test
     }.items():
         monkeypatch.setenv(k, v)
     (tmp_path / "hermes-home").mkdir()

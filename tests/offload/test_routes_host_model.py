@@ -22,13 +22,13 @@ import httpx
 import pytest
 
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.offload_llm import OffloadResponder
 
 KEY_A = "key-agent-a-0123456789"
 KEY_B = "key-agent-b-0123456789"
 FAST = {
-    "TDAI_EMBEDDING_PROVIDER": "none",
+    **KEYWORD_ONLY,
     "TDAI_LLM__HOST_REST_SECONDS": "1",
     "TDAI_LLM_TIMEOUT_MS": "1500",  # not "configured": only the tasks' deadline
 }

@@ -19,13 +19,13 @@ from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.openclaw.gateway_run import OpenClawGateway
 from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID, OpenClawHome, require_openclaw
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow]
 
 FAST = {
-    "TDAI_EMBEDDING_PROVIDER": "none",
+    **KEYWORD_ONLY,
     "TDAI_MEMORY__PIPELINE__L2_DELAY_AFTER_L1_SECONDS": "0",
     "TDAI_MEMORY__PIPELINE__L2_MIN_INTERVAL_SECONDS": "0",
     "TDAI_LLM__HOST_REST_SECONDS": "1",

@@ -30,12 +30,12 @@ from tests.pipeline.conftest import (
     wait_for,
 )
 from tests.support.fake_llm import FakeLLM
-from tests.support.gateway import GatewayProcess
+from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 
 # Idle timeout 20 s (so a session end visibly flushes and warm-up thresholds are exact),
 # retries after 1 s, LLM timeout 1.5 s, timezone UTC+8.
 FAILURE_ENV = {
-    "TDAI_EMBEDDING_PROVIDER": "none",
+    **KEYWORD_ONLY,
     "TDAI_TIMEZONE": "+08:00",
     "TDAI_LLM_TIMEOUT_MS": "1500",
     "TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "20",
@@ -297,7 +297,7 @@ def test_half_applied_plan_is_replayed_not_re_extracted(start_gateway, tmp_path)
     store.write_memory(memory_from_journal(plan["ops"][0]["record"]))  # applied before the "crash"
     store.close()
 
-    gw = start_gateway(env={**FAST, "TDAI_EMBEDDING_PROVIDER": "none"}, data_dir=data)
+    gw = start_gateway(env={**FAST, **KEYWORD_ONLY}, data_dir=data)
     settle(gw)
     rows = scope_memories(gw, "default")
     assert sorted(r["id"] for r in rows) == ["m_plan_1", "m_plan_2"]  # no rule re-extraction
@@ -313,7 +313,7 @@ def test_reindex_neither_re_extracts_nor_re_scenes(start_gateway):
     import subprocess
     import sys
 
-    gw = start_gateway(env={**FAST, "TDAI_EMBEDDING_PROVIDER": "none"})
+    gw = start_gateway(env={**FAST, **KEYWORD_ONLY})
     scope = _scope()
     capture(gw, scope, "s1", "I prefer green tea to coffee.", "Noted.")
     settle(gw, l2=True)

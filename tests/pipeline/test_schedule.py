@@ -11,6 +11,7 @@ from memory_tencentdb.config import Settings
 from memory_tencentdb.pipeline.scheduler import Pipeline
 from memory_tencentdb.store.sqlite.store import Store
 from memory_tencentdb.vectorizer import Vectorizer
+from tests.support.gateway import KEYWORD_ONLY
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ def test_session_end_waits_or_not(start_gateway):
 
     env = {
         "TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "600",
-        "TDAI_EMBEDDING_PROVIDER": "none",
+        **KEYWORD_ONLY,
     }
     gw = start_gateway(env=env)
 

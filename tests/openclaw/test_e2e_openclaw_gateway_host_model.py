@@ -5,10 +5,15 @@ The fake LLM is OpenClaw's configured default model (``fake/fake-1``), our gatew
 so the bridge lives in that one process across turns. What must hold: the bridge hands the model
 over and our extraction requests reach the fake; when our gateway restarts while OpenClaw lives
 (an idle exit, a crash) the next turn hands the model over again and is extracted by it.
+
+The same Gateway then serves a "forget that I said ..." turn: the model calls
+memory_tencentdb_forget (through Tool Search's ``tool_call`` when the tool is not offered
+directly), the gateway forgets that memory and no other, and the model reads what was removed.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 
@@ -18,9 +23,11 @@ import pytest
 from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.openclaw.gateway_run import OpenClawGateway
 from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID, OpenClawHome, require_openclaw
+from tests.openclaw.offload_support import plugin_call
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
+from tests.support.tool_agent import tools
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow]
 
@@ -97,3 +104,46 @@ def test_gateway_run_hands_the_model_over_and_keeps_it_across_a_memory_gateway_r
     )
     assert FACTS[0].content in got
     assert oc.proc.poll() is None  # one OpenClaw process served both turns
+
+
+def test_forget_tool_in_a_gateway_run_turn(setup):
+    oc, gw, fake = setup
+    with gw.client() as c:
+        ids = []
+        for text in ("用户的旧手机号是 138 0000 1234", "The user is allergic to walnuts"):
+            r = c.post(
+                "/memories",
+                json={
+                    "content": text,
+                    "type": "persona",
+                    "session_key": "agent:main:x",
+                    "scope": SCOPE,
+                },
+            )
+            assert r.status_code == 201, r.text
+            ids.append(r.json()["id"])
+    start = len(fake.chat_turns())
+    fake.push_chat(
+        lambda body: tools(
+            plugin_call(body, "memory_tencentdb_forget", "callforget", {"query": "旧手机号"})
+        ),
+        {"content": "好的，已经忘掉了。"},
+    )
+    done = oc.send(
+        "忘掉我的旧手机号", "agent:main:forget-gw", asked=lambda: fake.chat_pending() < 2
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert fake.chat_pending() == 0, "the turn took both scripted replies"
+    results = [
+        m
+        for r in fake.chat_turns()[start:]
+        for m in r["messages"]
+        if m.get("role") == "tool" and m.get("tool_call_id") == "callforget"
+    ]
+    assert results, "the forget call's result never reached the model"
+    text = json.dumps(results[0], ensure_ascii=False)
+    assert "Forgot 1 memory" in text and "138 0000 1234" in text, text
+    with gw.client() as c:
+        assert c.get(f"/memories/{ids[0]}", params={"scope": SCOPE}).json()["status"] == "deleted"
+        assert c.get(f"/memories/{ids[1]}", params={"scope": SCOPE}).json()["status"] == "active"
+    assert FACTS[0].content in memories(gw)  # what the first turns taught is still there

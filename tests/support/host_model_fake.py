@@ -8,6 +8,8 @@ the new messages of an extraction request; arbitration updates an existing memor
 written from the memories the request carries, with recognisable markers (``HOST-SCENE``,
 ``HOST-PERSONA``). ``mode`` makes every memory task fail: ``"429"``, ``"500"``, ``"malformed"``
 (a 200 that is not JSON), ``"shape"`` (JSON of the wrong shape), ``"slow"`` (``slow_s`` late).
+A chat turn answers ``chat_reply``, or the next of the replies ``push_chat`` queued (a reply, or a
+function of the request that makes one: a tool call shaped by the tools the host offers).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import json
 import re
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +44,9 @@ class HostModelFake:
         self.mode: str | None = None
         self.slow_s = 5.0
         self.chat_at: list[float] = []  # time.monotonic() of every chat turn's request
+        self._chat_steps: deque[dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]] = (
+            deque()
+        )
         self._lock = threading.Lock()
         fake.respond = self.respond  # type: ignore[method-assign]
 
@@ -66,12 +73,25 @@ class HostModelFake:
 
     # ------------------------------------------------------------------ replies
 
+    def push_chat(
+        self, *replies: dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> None:
+        with self._lock:
+            self._chat_steps.extend(replies)
+
+    def chat_pending(self) -> int:
+        with self._lock:
+            return len(self._chat_steps)
+
     def respond(self, body: dict[str, Any]) -> dict[str, Any]:
         task = (body.get("_headers") or {}).get(TASK_HEADER)
         if not task:
             with self._lock:
                 self.chat_at.append(time.monotonic())
-            return {"content": self.chat_reply}
+                step = self._chat_steps.popleft() if self._chat_steps else None
+            if step is None:
+                return {"content": self.chat_reply}
+            return step(body) if callable(step) else step
         mode = self.mode
         if mode == "429":
             return {"status": 429, "body": {"error": {"message": "rate limited"}}}

@@ -111,6 +111,24 @@ def user_texts(request: dict[str, Any]) -> list[str]:
     return [text_of(m.get("content")) for m in request.get("messages") or [] if m["role"] == "user"]
 
 
+# OpenClaw's own background runs: agent runs of their own, each in a hidden session
+# (``agent:<id>:internal-session-effects:...``) that goes through the context engine like a turn
+# (the gateway keeps a journal and a task canvas for it too), named by their prompt in a user
+# message. Not calls of any user's turn:
+# - the pre-compaction memory flush of a long session (`agent --local` too; its prompt goes in as
+#   it is, after the context);
+# - the skill experience review, under `gateway run`, of a session with a turn of 10 or more
+#   model calls once the Gateway has been idle 30 s. Its prompt goes in like a turn's: after the
+#   turn's timestamp and the memories our recall prepends, so its opening sentence is looked for
+#   inside the message (stop 42's CI failed on a `startswith` rule: bench/RESULTS.md, session 27).
+BACKGROUND = ("Pre-compaction memory flush.", "Skill review. Distill new durable learning")
+
+
+def background_run(body: dict[str, Any]) -> bool:
+    """A model call of one of OpenClaw's background runs (BACKGROUND)."""
+    return any(opening in t for t in user_texts(body) for opening in BACKGROUND)
+
+
 def canvas_count(request: dict[str, Any]) -> int:
     """Canvas blocks in a request (user messages, or OpenClaw's prepended context)."""
     return sum(text.count(CANVAS_MARK) for text in user_texts(request))

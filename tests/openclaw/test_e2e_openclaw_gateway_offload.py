@@ -49,9 +49,11 @@ from memory_tencentdb.offload.canvas import parse_meta
 from tests.openclaw.gateway_run import OpenClawGateway
 from tests.openclaw.harness import BRIDGE_ID, OpenClawHome, agent_output, require_openclaw
 from tests.openclaw.offload_support import (
+    BACKGROUND,
     HISTORY_MARK,
     UNAVAILABLE,
     FaultyProxy,
+    background_run,
     canvas_count,
     install_offload,
     is_stub,
@@ -165,24 +167,6 @@ def play_replay(oc: OpenClawGateway, agent: ToolAgent, tmp: Path, gw: GatewayPro
         if not any(o in parse_meta(p.read_text("utf-8")).task_goal for o in BACKGROUND)
     )
     return replay
-
-
-# OpenClaw's own background runs, under `gateway run` only (never under `--local`), each in a
-# hidden session of its own that goes through the context engine like a turn (the gateway keeps
-# a journal and a task canvas for it too), with the prompt that names it in a user message:
-# - the pre-compaction memory flush of a long session (its prompt goes in as it is);
-# - the skill experience review of a session of 10 or more model calls, once the Gateway has
-#   been idle 30 s (seen here between the budget session's turns, over the replay's transcript,
-#   where it took the turn's scripted tool calls). Its prompt is a turn's prompt, so it comes
-#   with the turn's timestamp and the memories our recall prepends: the opening sentence is
-#   found inside the message, not at its start (a CI run failed on `startswith`).
-# Not calls of any turn here, nor tasks of the replay; the closing notes of sessions 25-27 say
-# what the bridge should do with such sessions.
-BACKGROUND = ("Pre-compaction memory flush.", "Skill review. Distill new durable learning")
-
-
-def background_run(body: dict[str, Any]) -> bool:
-    return any(opening in t for t in user_texts(body) for opening in BACKGROUND)
 
 
 def play_two_results(oc: OpenClawGateway, agent: ToolAgent, home: OpenClawHome) -> TwoResults:

@@ -31,6 +31,7 @@ import pytest
 from tests.openclaw.harness import BRIDGE_ID, REPO, OpenClawHome, require_openclaw
 from tests.openclaw.offload_support import (
     CANVAS_MARK,
+    background_run,
     install_offload,
     is_stub,
     oc_exec,
@@ -144,9 +145,7 @@ def test_default_openclaw_reads_every_stub_back_whole_with_canvas_and_guide(
         agent = ToolAgent(llm)
         # OpenClaw's own pre-compaction memory flush (its legacy engine, after --no-offload, at
         # a small window) is a run of its own with read/write only: not the user's turn.
-        agent.aside = lambda body: any(
-            t.startswith("Pre-compaction memory flush") for t in user_texts(body)[-1:]
-        )
+        agent.aside = background_run
         home = OpenClawHome(install, tmp_path / "home", llm.base_url)
         cfg = install_offload(home, gateway, scope)
         cfg["models"]["providers"]["fake"]["models"][0]["contextWindow"] = window

@@ -23,7 +23,13 @@ PAIRS = [
 ]
 
 
+WAITED = "for the embedding models to load"
+
+
 def test_first_recall_and_search_wait_for_the_models(start_gateway):
+    """The queries race the load, which takes ~0.4 s once the model cache is warm: when they
+    reach the gateway after it (a loaded machine; seen once in a CI simulation, session 27),
+    nothing was measured, and the gateway is started again, at most three times."""
     gw = start_gateway()
     scope = f"ready-{uuid.uuid4().hex[:8]}"
     with gw.client() as c:
@@ -31,11 +37,6 @@ def test_first_recall_and_search_wait_for_the_models(start_gateway):
             body = {"content": memory, "type": "persona", "session_key": "s", "scope": scope}
             assert c.post("/memories", json=body).status_code == 201
     gw.wait_embedded()
-    gw.stop()
-
-    gw.start(ready=False)  # returns at the first /health answer
-    health = httpx.get(gw.base_url + "/health", timeout=5).json()
-    assert health["ready"] is False, "models loaded before the first query: nothing measured"
 
     def recall(query: str) -> dict:
         with gw.client() as c:
@@ -49,18 +50,29 @@ def test_first_recall_and_search_wait_for_the_models(start_gateway):
         assert r.status_code == 200, r.text
         return r.json()
 
-    with ThreadPoolExecutor(4) as pool:
-        recalls = [pool.submit(recall, q) for _, q in PAIRS]
-        searches = [pool.submit(search, q) for _, q in PAIRS]
-        for (memory, _), rf, sf in zip(PAIRS, recalls, searches, strict=True):
-            got = rf.result()
-            assert got["strategy"] in ("hybrid", "embedding"), got  # the models ran
-            assert got["memories"] and got["memories"][0]["content"] == memory
-            assert memory in got["prepend_context"]
-            found = sf.result()
-            assert found["strategy"] in ("hybrid", "embedding")
-            assert found["items"][0]["content"] == memory
-    assert "waited" in gw.log() and "for the embedding models to load" in gw.log()
+    def waits() -> int:
+        return gw.log_path.read_text("utf-8", "replace").count(WAITED)
+
+    for _attempt in range(3):
+        gw.stop()
+        before = waits()
+        gw.start(ready=False)  # returns at the first /health answer
+        if httpx.get(gw.base_url + "/health", timeout=5).json()["ready"]:
+            continue  # the models loaded before the first query: nothing to measure
+        with ThreadPoolExecutor(4) as pool:
+            recalls = [pool.submit(recall, q) for _, q in PAIRS]
+            searches = [pool.submit(search, q) for _, q in PAIRS]
+            for (memory, _), rf, sf in zip(PAIRS, recalls, searches, strict=True):
+                got = rf.result()
+                assert got["strategy"] in ("hybrid", "embedding"), got  # the models ran
+                assert got["memories"] and got["memories"][0]["content"] == memory
+                assert memory in got["prepend_context"]
+                found = sf.result()
+                assert found["strategy"] in ("hybrid", "embedding")
+                assert found["items"][0]["content"] == memory
+        if waits() > before:
+            return  # a query arrived during the load, waited, and got the semantic answer
+    raise AssertionError(f"no query arrived while the models loaded, in 3 starts: {gw.log()}")
 
 
 def test_models_slower_than_the_budget_answer_keyword_only_and_say_so(start_gateway):

@@ -97,10 +97,17 @@ def test_slow_llm_first_turn_recallable_one_second_later(llm_gw):
 
 
 def test_captures_without_recalls_keep_the_batched_schedule(rules_gw):
-    """Imports and capture-only clients are not extracted turn by turn."""
+    """Imports and capture-only clients are not extracted turn by turn. The first turn's
+    extraction is let finish before the second capture: on a loaded machine it started late and
+    took the second turn with it (a CI simulation, session 27), which says nothing of the
+    schedule."""
     scope = f"fresh-{uuid.uuid4().hex[:8]}"
     with rules_gw.client() as c:
         _turn(c, scope, "bulk", "Hi there.")  # threshold 1: extracted
+        deadline = time.monotonic() + 30
+        while not c.get("/health").json()["idle"]:
+            assert time.monotonic() < deadline, "the first turn's extraction never ended"
+            time.sleep(0.05)
         _turn(c, scope, "bulk", "I prefer green tea to coffee.")  # threshold 2: waits
         time.sleep(1.5)
         r = c.post("/search/memories", json={"query": "green tea", "scope": scope})

@@ -27,6 +27,7 @@ from tests.openclaw.offload_support import plugin_call
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
+from tests.support.recall_eval import post_memories
 from tests.support.tool_agent import tools
 
 pytestmark = [pytest.mark.openclaw, pytest.mark.slow]
@@ -108,20 +109,12 @@ def test_gateway_run_hands_the_model_over_and_keeps_it_across_a_memory_gateway_r
 
 def test_forget_tool_in_a_gateway_run_turn(setup):
     oc, gw, fake = setup
+    seeded = [
+        {"id": "phone", "memory": "用户的旧手机号是 138 0000 1234"},
+        {"id": "walnuts", "memory": "The user is allergic to walnuts"},
+    ]
     with gw.client() as c:
-        ids = []
-        for text in ("用户的旧手机号是 138 0000 1234", "The user is allergic to walnuts"):
-            r = c.post(
-                "/memories",
-                json={
-                    "content": text,
-                    "type": "persona",
-                    "session_key": "agent:main:x",
-                    "scope": SCOPE,
-                },
-            )
-            assert r.status_code == 201, r.text
-            ids.append(r.json()["id"])
+        ids = list(post_memories(c, seeded, SCOPE, "agent:main:x").values())
     start = len(fake.chat_turns())
     fake.push_chat(
         lambda body: tools(

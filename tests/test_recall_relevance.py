@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.gateway import GatewayProcess
 from tests.support.quality_eval import _capture_conversations, conversation_recall
+from tests.support.recall_eval import post_memories
 from tests.support.rules_eval import evaluate
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -51,12 +52,7 @@ UNRELATED = [
 def profile_gateway(shared_gateway: GatewayProcess) -> tuple[GatewayProcess, str]:
     scope = "relevance-profile"
     with shared_gateway.client() as c:
-        for text in PROFILE:
-            r = c.post(
-                "/memories",
-                json={"content": text, "type": "persona", "session_key": "p", "scope": scope},
-            )
-            assert r.status_code == 201, r.text
+        post_memories(c, ({"id": t, "memory": t} for t in PROFILE), scope, "p")
     shared_gateway.wait_embedded(timeout=120)
     return shared_gateway, scope
 
@@ -391,17 +387,7 @@ def _own_gateway(tmp_path_factory: pytest.TempPathFactory, name: str, scopes: di
     try:
         with gw.client() as c:
             for scope, texts in scopes.items():
-                for text in texts:
-                    r = c.post(
-                        "/memories",
-                        json={
-                            "content": text,
-                            "type": "persona",
-                            "session_key": "p",
-                            "scope": scope,
-                        },
-                    )
-                    assert r.status_code == 201, r.text
+                post_memories(c, ({"id": t, "memory": t} for t in texts), scope, "p")
         gw.wait_embedded(timeout=120)
         yield gw
     finally:

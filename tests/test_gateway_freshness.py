@@ -18,6 +18,7 @@ import pytest
 from tests.pipeline.conftest import TaskRouter, extraction
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
+from tests.support.wait import wait_for
 
 # (statement, paraphrased question sharing no content word, the word the memory must hold)
 FACTS = {
@@ -104,10 +105,7 @@ def test_captures_without_recalls_keep_the_batched_schedule(rules_gw):
     scope = f"fresh-{uuid.uuid4().hex[:8]}"
     with rules_gw.client() as c:
         _turn(c, scope, "bulk", "Hi there.")  # threshold 1: extracted
-        deadline = time.monotonic() + 30
-        while not c.get("/health").json()["idle"]:
-            assert time.monotonic() < deadline, "the first turn's extraction never ended"
-            time.sleep(0.05)
+        wait_for(lambda: c.get("/health").json()["idle"], 30, "the first turn's extraction")
         _turn(c, scope, "bulk", "I prefer green tea to coffee.")  # threshold 2: waits
         time.sleep(1.5)
         r = c.post("/search/memories", json={"query": "green tea", "scope": scope})

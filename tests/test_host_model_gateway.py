@@ -25,6 +25,7 @@ from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
+from tests.support.wait import wait_for
 
 KEY_A = "key-agent-a-0123456789"
 KEY_B = "key-agent-b-0123456789"
@@ -124,17 +125,6 @@ def memories(gw: GatewayProcess, key: str, scope: str, history: bool = False) ->
 
 def health(gw: GatewayProcess) -> dict[str, Any]:
     return httpx.get(gw.base_url + "/health", timeout=10).json()
-
-
-def wait_for(fn, timeout: float = 20.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
 
 
 def texts(reqs: list[dict]) -> str:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
 from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
+from tests.support.wait import wait_for
 
 FAST = {
     "TDAI_MEMORY__PIPELINE__L1_IDLE_TIMEOUT_SECONDS": "1",
@@ -60,17 +60,6 @@ def search_text(gw: GatewayProcess, scope: str, query: str) -> str:
         body = c.post("/search/memories", json={"query": query, "scope": scope, "limit": 20})
     assert body.status_code == 200, body.text
     return json.dumps(body.json(), ensure_ascii=False)
-
-
-def wait_for(fn, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
 
 
 # ------------------------------------------------------------------------------------ see

@@ -11,13 +11,14 @@ Hermes lives, the next turn hands it over again and is extracted by the model.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
+from functools import partial
 
 import httpx
 import pytest
 
 from memory_tencentdb.pipeline.prompts import L1_SYSTEM
+from tests.support import wait
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
@@ -39,15 +40,7 @@ FACTS = [
 ]
 
 
-def wait_for(fn, timeout: float = 60.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+wait_for = partial(wait.wait_for, timeout=60.0)
 
 
 @pytest.fixture

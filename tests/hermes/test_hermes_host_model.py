@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.pipeline.prompts import L1_SYSTEM
+from tests.support import wait
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
@@ -51,15 +53,7 @@ def stored(data_dir: Path, scope: str) -> dict[str, str]:
     return {r["content"]: r.get("origin", "") for r in rows.values() if r.get("status") == "active"}
 
 
-def wait_for(fn, timeout: float = 40.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+wait_for = partial(wait.wait_for, timeout=40.0)
 
 
 def test_one_shot_sessions_distil_memory_with_hermes_own_model_zh_en(home: HermesHome, llm):

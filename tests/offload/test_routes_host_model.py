@@ -16,11 +16,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support import wait
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.offload_llm import OffloadResponder
@@ -93,15 +95,7 @@ def health(gw: GatewayProcess) -> dict[str, Any]:
     return httpx.get(gw.base_url + "/health", timeout=10).json()
 
 
-def wait_for(fn, timeout: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+wait_for = partial(wait.wait_for, timeout=30.0)
 
 
 def prompts(responder: OffloadResponder) -> str:

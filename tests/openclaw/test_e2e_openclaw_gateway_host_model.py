@@ -14,8 +14,8 @@ directly), the gateway forgets that memory and no other, and the model reads wha
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
+from functools import partial
 
 import httpx
 import pytest
@@ -24,6 +24,7 @@ from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.openclaw.gateway_run import OpenClawGateway
 from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID, OpenClawHome, require_openclaw
 from tests.openclaw.offload_support import plugin_call
+from tests.support import wait
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
@@ -52,15 +53,7 @@ def memories(gw: GatewayProcess) -> dict[str, str]:
     return {m["content"]: m["origin"] for m in r.json()["items"]}
 
 
-def wait_for(fn, timeout: float = 60.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+wait_for = partial(wait.wait_for, timeout=60.0)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from functools import partial
 
 import httpx
 import pytest
@@ -20,6 +21,7 @@ import pytest
 from memory_tencentdb.pipeline.layout import scope_root
 from memory_tencentdb.pipeline.prompts import L1_SYSTEM
 from tests.openclaw.harness import BRIDGE_DIR, BRIDGE_ID, OpenClawHome, require_openclaw
+from tests.support import wait
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import KEYWORD_ONLY, GatewayProcess
 from tests.support.host_model_fake import Fact, HostModelFake
@@ -64,15 +66,7 @@ def memories(gw: GatewayProcess, history: bool = False) -> list[dict]:
     return r.json()["items"]
 
 
-def wait_for(fn, timeout: float = 40.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+wait_for = partial(wait.wait_for, timeout=40.0)
 
 
 # The end of each of this module's turns with the model answering: seconds from the model's last

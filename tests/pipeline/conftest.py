@@ -11,13 +11,15 @@ import json
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.support import wait
 from tests.support.fake_llm import FakeLLM
 from tests.support.gateway import GatewayProcess
 
@@ -187,15 +189,7 @@ def quiet(gw: GatewayProcess, timeout: float = 10.0) -> None:
     raise AssertionError("L1 did not go quiet")
 
 
-def wait_for(fn: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last value: {last!r}")
+wait_for = partial(wait.wait_for, timeout=15.0)
 
 
 def search(gw: GatewayProcess, scope: str, query: str, limit: int = 20) -> list[dict[str, Any]]:

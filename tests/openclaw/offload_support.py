@@ -111,8 +111,9 @@ def user_texts(request: dict[str, Any]) -> list[str]:
     return [text_of(m.get("content")) for m in request.get("messages") or [] if m["role"] == "user"]
 
 
-# OpenClaw's own background runs: agent runs of their own, each in a hidden session
-# (``agent:<id>:internal-session-effects:...``) that goes through the context engine like a turn
+# OpenClaw's own background runs: agent runs of their own, each in a session that is not the
+# turn's (a hidden ``agent:<id>:internal-session-effects:...`` one, or the agent's main session)
+# and goes through the context engine like a turn
 # (the gateway keeps a journal and a task canvas for it too), named by their prompt in a user
 # message. Not calls of any user's turn:
 # - the pre-compaction memory flush of a long session (`agent --local` too; its prompt goes in as
@@ -120,8 +121,15 @@ def user_texts(request: dict[str, Any]) -> list[str]:
 # - the skill experience review, under `gateway run`, of a session with a turn of 10 or more
 #   model calls once the Gateway has been idle 30 s. Its prompt goes in like a turn's: after the
 #   turn's timestamp and the memories our recall prepends, so its opening sentence is looked for
-#   inside the message (stop 42's CI failed on a `startswith` rule: bench/RESULTS.md, session 27).
-BACKGROUND = ("Pre-compaction memory flush.", "Skill review. Distill new durable learning")
+#   inside the message (stop 42's CI failed on a `startswith` rule: bench/RESULTS.md, session 27);
+# - the heartbeat, under `gateway run`, every 30 minutes at a phase hashed from the home's device
+#   id, in the agent's main session (``agent:main:main``), so now and then during a test's few
+#   minutes (a CI simulation of session 28 failed when it took a turn's scripted tool calls).
+BACKGROUND = (
+    "Pre-compaction memory flush.",
+    "Skill review. Distill new durable learning",
+    "Follow the heartbeat monitor scratch context",
+)
 
 
 def background_run(body: dict[str, Any]) -> bool:
